@@ -1,0 +1,86 @@
+// The only module that reads process.env. Parsed once at boot; a bad value stops the process.
+import Type, { type Static } from 'typebox'
+import { Compile } from 'typebox/compile'
+
+const Bool = Type.Union([Type.Literal('true'), Type.Literal('false'), Type.Literal('1'), Type.Literal('0')])
+
+const Env = Type.Object({
+  PORT: Type.Optional(Type.String({ pattern: '^[0-9]{1,5}$' })),
+  HOST: Type.Optional(Type.String({ minLength: 1 })),
+  ADMIN_KEY: Type.Optional(Type.String({ minLength: 16 })),
+  DATA_DIR: Type.Optional(Type.String({ minLength: 1 })),
+  DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://' })),
+  CLICKHOUSE_URL: Type.Optional(Type.String({ pattern: '^https?://' })),
+  REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
+  RATE_LIMIT_INGEST_PER_MIN: Type.Optional(Type.String({ pattern: '^[0-9]+$' })),
+  WEBHOOK_TIMEOUT_MS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
+  WEBHOOK_RETRY_DELAYS: Type.Optional(Type.String({ pattern: '^[0-9]+(,[0-9]+){3}$' })),
+  WEBHOOK_ALLOW_PRIVATE: Type.Optional(Bool),
+  LOG_LEVEL: Type.Optional(
+    Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),
+  ),
+  BODY_LIMIT_BYTES: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
+})
+
+export interface Config {
+  port: number
+  host: string
+  adminKey: string | undefined
+  dataDir: string
+  databaseUrl: string | undefined
+  clickhouseUrl: string | undefined
+  redisUrl: string | undefined
+  rateLimitIngestPerMin: number
+  webhookTimeoutMs: number
+  webhookRetryDelaysSec: number[]
+  webhookAllowPrivate: boolean
+  logLevel: string
+  bodyLimitBytes: number
+  version: string
+}
+
+/** Names of config fields that must never be logged in clear. */
+export const SECRETS = ['adminKey', 'databaseUrl', 'clickhouseUrl', 'redisUrl'] as const
+
+const checkEnv = Compile(Env)
+
+export class ConfigError extends Error {}
+
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  // Empty strings mean "unset", as in most shells' `VAR= cmd`.
+  const picked: Record<string, string> = {}
+  for (const key of Object.keys(Env.properties)) {
+    const value = env[key]
+    if (value !== undefined && value !== '') picked[key] = value
+  }
+  if (!checkEnv.Check(picked)) {
+    const problems = checkEnv.Errors(picked).map((e) => `${e.instancePath.slice(1) || 'env'}: ${e.message}`)
+    throw new ConfigError(`invalid configuration: ${[...new Set(problems)].join('; ')}`)
+  }
+  const e = picked as Static<typeof Env>
+  const port = Number(e.PORT ?? 8080)
+  if (port > 65535) throw new ConfigError('invalid configuration: PORT must be 0..65535')
+  return {
+    port,
+    host: e.HOST ?? '0.0.0.0',
+    adminKey: e.ADMIN_KEY,
+    dataDir: e.DATA_DIR ?? './data',
+    databaseUrl: e.DATABASE_URL,
+    clickhouseUrl: e.CLICKHOUSE_URL,
+    redisUrl: e.REDIS_URL,
+    rateLimitIngestPerMin: Number(e.RATE_LIMIT_INGEST_PER_MIN ?? 6000),
+    webhookTimeoutMs: Number(e.WEBHOOK_TIMEOUT_MS ?? 10_000),
+    webhookRetryDelaysSec: (e.WEBHOOK_RETRY_DELAYS ?? '60,300,900,3600').split(',').map(Number),
+    webhookAllowPrivate: e.WEBHOOK_ALLOW_PRIVATE === 'true' || e.WEBHOOK_ALLOW_PRIVATE === '1',
+    logLevel: e.LOG_LEVEL ?? 'info',
+    bodyLimitBytes: Number(e.BODY_LIMIT_BYTES ?? 1024 * 1024),
+    version: process.env.npm_package_version ?? '0.1.0',
+  }
+}
+
+/** The config with secrets replaced, for the startup log line. */
+export function redactConfig(config: Config): Record<string, unknown> {
+  const copy: Record<string, unknown> = { ...config }
+  for (const key of SECRETS) if (copy[key] !== undefined) copy[key] = '[redacted]'
+  return copy
+}

@@ -1,0 +1,56 @@
+// Applies sql/*.sql to PostgreSQL and clickhouse/*.sql to ClickHouse in file-name order, once each,
+// recording what ran. Safe to call from several processes at once.
+import { readdirSync, readFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import type { ClickHouse } from './clickhouse.ts'
+import type { Sql } from './postgres.ts'
+
+const root = fileURLToPath(new URL('../../', import.meta.url))
+
+function migrationFiles(folder: 'sql' | 'clickhouse'): { name: string; text: string }[] {
+  return readdirSync(root + folder)
+    .filter((name) => /^\d{4}_[\w-]+\.sql$/.test(name))
+    .sort()
+    .map((name) => ({ name, text: readFileSync(`${root}${folder}/${name}`, 'utf8') }))
+}
+
+export async function migratePostgres(sql: Sql): Promise<string[]> {
+  const applied: string[] = []
+  await sql.begin(async (tx) => {
+    // One transaction under an advisory lock: concurrent starters wait, then find nothing left to do.
+    await tx`select pg_advisory_xact_lock(7465762)`
+    await tx`create table if not exists schema_migrations (name text primary key, applied_at timestamptz not null default now())`
+    const done = new Set((await tx<{ name: string }[]>`select name from schema_migrations`).map((r) => r.name))
+    for (const file of migrationFiles('sql')) {
+      if (done.has(file.name)) continue
+      await tx.unsafe(file.text)
+      await tx`insert into schema_migrations (name) values (${file.name})`
+      applied.push(file.name)
+    }
+  })
+  return applied
+}
+
+export async function migrateClickHouse(ch: ClickHouse): Promise<string[]> {
+  await ch.command(
+    `CREATE TABLE IF NOT EXISTS schema_migrations (name String, applied_at DateTime DEFAULT now())
+     ENGINE = ReplacingMergeTree ORDER BY name`,
+  )
+  const done = new Set((await ch.query<{ name: string }>('SELECT name FROM schema_migrations')).map((r) => r.name))
+  const applied: string[] = []
+  for (const file of migrationFiles('clickhouse')) {
+    if (done.has(file.name)) continue
+    // ClickHouse runs one statement per request; every DDL file is written to be re-runnable.
+    for (const statement of splitStatements(file.text)) await ch.command(statement)
+    await ch.command('INSERT INTO schema_migrations (name) VALUES ({name:String})', { name: file.name })
+    applied.push(file.name)
+  }
+  return applied
+}
+
+function splitStatements(text: string): string[] {
+  return text
+    .split(/;\s*(?:\n|$)/)
+    .map((s) => s.replace(/^\s*--.*$/gm, '').trim())
+    .filter(Boolean)
+}

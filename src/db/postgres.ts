@@ -1,0 +1,82 @@
+// PostgreSQL for CRUD state: a real server when DATABASE_URL is set, otherwise PGlite in DATA_DIR served
+// over pglite-socket, so the same `postgres` driver and the same SQL run in both deployments.
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import postgres from 'postgres'
+import type { Logger } from '../lib/log.ts'
+
+export type Sql = postgres.Sql
+
+export interface Postgres {
+  sql: Sql
+  kind: 'postgres' | 'pglite'
+  /** Answers within timeoutMs or throws. */
+  ping(timeoutMs: number): Promise<void>
+  close(): Promise<void>
+}
+
+const driverOptions = {
+  onnotice: () => {},
+  // Keep numeric/bigint columns exact: money sums stay strings until a feature decides otherwise.
+  types: {},
+  connection: { application_name: 'respin' },
+} as const
+
+export async function openPostgres(
+  opts: { databaseUrl: string | undefined; dataDir: string; max?: number },
+  log: Logger,
+): Promise<Postgres> {
+  if (opts.databaseUrl) {
+    const sql = postgres(opts.databaseUrl, { ...driverOptions, max: opts.max ?? 10, connect_timeout: 5 })
+    return { sql, kind: 'postgres', ping: (ms) => pingSql(sql, ms), close: () => sql.end({ timeout: 5 }) }
+  }
+  return openEmbedded(opts.dataDir, log)
+}
+
+async function openEmbedded(dataDir: string, log: Logger): Promise<Postgres> {
+  const { PGlite } = await import('@electric-sql/pglite')
+  const { PGLiteSocketServer } = await import('@electric-sql/pglite-socket')
+  const dir = resolve(dataDir, 'postgres')
+  mkdirSync(dir, { recursive: true })
+  const db = await PGlite.create(dir)
+  // A unix socket in a short private directory: socket paths are limited to ~100 bytes.
+  const socketDir = mkdtempSync(join(tmpdir(), 'respin-pg-'))
+  const server = new PGLiteSocketServer({ db, path: join(socketDir, '.s.PGSQL.5432'), maxConnections: 16 })
+  await server.start()
+  log.info({ dir }, 'embedded PostgreSQL (PGlite) started')
+  // PGlite runs one statement at a time; more than a few connections only queue.
+  const sql = postgres({ ...driverOptions, host: socketDir, port: 5432, user: 'postgres', database: 'postgres', max: 4 })
+  return {
+    sql,
+    kind: 'pglite',
+    ping: (ms) => pingSql(sql, ms),
+    async close() {
+      await sql.end({ timeout: 5 })
+      await server.stop()
+      await db.close()
+      rmSync(socketDir, { recursive: true, force: true })
+    },
+  }
+}
+
+async function pingSql(sql: Sql, timeoutMs: number): Promise<void> {
+  await withTimeout(sql`select 1`.execute(), timeoutMs, 'postgres')
+}
+
+export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms)
+  })
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
+}
+
+/** PostgreSQL SQLSTATEs the features translate into domain errors. */
+export const PG_UNIQUE_VIOLATION = '23505'
+export const PG_FOREIGN_KEY_VIOLATION = '23503'
+export const PG_INVALID_TEXT = '22P02'
+
+export function pgErrorCode(err: unknown): string | undefined {
+  return err instanceof postgres.PostgresError ? err.code : undefined
+}

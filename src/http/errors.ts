@@ -1,0 +1,58 @@
+// The one place that turns errors into HTTP: status per code, and the spec's body { error, code, details }.
+import { AppError, type ErrorCode } from '../errors.ts'
+
+export function statusOf(code: ErrorCode): number {
+  switch (code) {
+    case 'BAD_REQUEST':
+      return 400
+    case 'UNAUTHORIZED':
+      return 401
+    case 'FORBIDDEN':
+      return 403
+    case 'NOT_FOUND':
+      return 404
+    case 'PAYLOAD_TOO_LARGE':
+      return 413
+    case 'RATE_LIMITED':
+      return 429
+    case 'SERVICE_UNAVAILABLE':
+      return 503
+    case 'INTERNAL_ERROR':
+      return 500
+  }
+}
+
+export interface ErrorReply {
+  status: number
+  body: { error: string; code: ErrorCode; details?: Record<string, unknown>; request_id: string }
+  headers: Record<string, string>
+}
+
+/** Unknown errors become a generic 500: nothing internal (messages, stacks, SQL) reaches the client. */
+export function renderError(err: unknown, requestId: string): ErrorReply {
+  if (err instanceof AppError) {
+    const body: ErrorReply['body'] = { error: err.message, code: err.code, request_id: requestId }
+    if (err.details) body.details = err.details
+    return { status: statusOf(err.code), body, headers: err.headers ?? {} }
+  }
+  return {
+    status: 500,
+    body: { error: 'internal error', code: 'INTERNAL_ERROR', request_id: requestId },
+    headers: {},
+  }
+}
+
+export const STATUS_TEXT: Record<number, string> = {
+  200: '200 OK',
+  201: '201 Created',
+  202: '202 Accepted',
+  204: '204 No Content',
+  400: '400 Bad Request',
+  401: '401 Unauthorized',
+  403: '403 Forbidden',
+  404: '404 Not Found',
+  413: '413 Payload Too Large',
+  429: '429 Too Many Requests',
+  500: '500 Internal Server Error',
+  503: '503 Service Unavailable',
+}

@@ -1,0 +1,86 @@
+import Type from 'typebox'
+import type { AppContext } from '../context.ts'
+import { pingRedis } from '../db/redis.ts'
+import { definePublicRoute, reply, type RouteDef } from '../http/route.ts'
+import { FreeObject } from '../lib/schemas.ts'
+
+const CHECK_TIMEOUT_MS = 1000
+/** Health answers from a result at most this old, so a busy load balancer does not load the stores. */
+const HEALTH_CACHE_MS = 1000
+
+const Check = Type.Object({ status: Type.Union([Type.Literal('ok'), Type.Literal('fail'), Type.Literal('embedded')]), latency_ms: Type.Optional(Type.Number()), error: Type.Optional(Type.String()) })
+const Health = Type.Object(
+  {
+    status: Type.Union([Type.Literal('ok'), Type.Literal('degraded')]),
+    version: Type.String(),
+    timestamp: Type.String({ format: 'date-time' }),
+    service: Type.String(),
+    checks: Type.Record(Type.String(), Check),
+  },
+  { $id: 'Health' },
+)
+
+type CheckResult = { status: 'ok' | 'fail' | 'embedded'; latency_ms?: number; error?: string }
+
+async function timed(fn: () => Promise<void>): Promise<CheckResult> {
+  const started = performance.now()
+  try {
+    await fn()
+    return { status: 'ok', latency_ms: Math.round((performance.now() - started) * 10) / 10 }
+  } catch (err) {
+    return { status: 'fail', error: err instanceof Error ? err.message : 'failed' }
+  }
+}
+
+type Checked = Promise<{ healthy: boolean; checks: Record<string, CheckResult> }>
+const lastChecks = new WeakMap<AppContext, { at: number; result: Checked }>()
+
+function runChecks(ctx: AppContext) {
+  const now = Date.now()
+  const cached = lastChecks.get(ctx)
+  if (cached && now - cached.at < HEALTH_CACHE_MS) return cached.result
+  const result = (async () => {
+    const [postgres, clickhouse, redis] = await Promise.all([
+      timed(() => ctx.pg.ping(CHECK_TIMEOUT_MS)),
+      timed(() => ctx.ch.ping(CHECK_TIMEOUT_MS)),
+      ctx.redis ? timed(() => pingRedis(ctx.redis!, CHECK_TIMEOUT_MS)) : Promise.resolve<CheckResult>({ status: 'embedded' }),
+    ])
+    const checks = { postgres, clickhouse, redis }
+    return { healthy: Object.values(checks).every((c) => c.status !== 'fail'), checks }
+  })()
+  lastChecks.set(ctx, { at: now, result })
+  return result
+}
+
+export const healthRoute = definePublicRoute({
+  method: 'GET',
+  path: '/health',
+  operationId: 'getHealth',
+  tags: ['system'],
+  summary: 'Service health and dependency checks',
+  description: `Public. 503 with status "degraded" when PostgreSQL, or a configured ClickHouse or Redis, does not answer within ${CHECK_TIMEOUT_MS} ms. Results are reused for up to ${HEALTH_CACHE_MS} ms.`,
+  responses: { 200: Health, 503: Health },
+  async handler(ctx) {
+    const { healthy, checks } = await runChecks(ctx)
+    const body = {
+      status: healthy ? 'ok' : 'degraded',
+      version: ctx.config.version,
+      timestamp: new Date().toISOString(),
+      service: 'respin',
+      checks,
+    }
+    return reply(healthy ? 200 : 503, body)
+  },
+})
+
+export function openApiRoute(getDocument: () => unknown): RouteDef {
+  return definePublicRoute({
+    method: 'GET',
+    path: '/openapi.json',
+    operationId: 'getOpenApi',
+    tags: ['system'],
+    summary: 'This OpenAPI 3.1 document',
+    responses: { 200: FreeObject },
+    handler: () => getDocument(),
+  })
+}

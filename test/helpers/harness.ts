@@ -1,0 +1,125 @@
+// Starts the real service (real stores, real HTTP on a free port) once per test file. Each test creates
+// its own tenant, so tests never truncate and files can run in parallel.
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { startApp, type App } from '../../src/app.ts'
+import { loadConfig } from '../../src/config.ts'
+import type { RouteDef } from '../../src/http/route.ts'
+
+export interface TestResponse<T = any> {
+  status: number
+  body: T
+  text: string
+  headers: Headers
+}
+
+export interface RequestOptions {
+  key?: string
+  body?: unknown
+  /** Sent as-is, e.g. malformed JSON. */
+  rawBody?: string
+  headers?: Record<string, string>
+  query?: Record<string, string | number | boolean>
+}
+
+export interface TestTenant {
+  id: string
+  slug: string
+  /** The default brand. */
+  brand: { id: string; slug: string }
+  /** A full-access, tenant-wide key. */
+  key: string
+  createBrand(slug: string): Promise<{ id: string; slug: string }>
+  createKey(opts?: { scopes?: string[]; brand?: string; expires_at?: string; name?: string }): Promise<{ id: string; key: string }>
+}
+
+export interface Harness {
+  app: App
+  /** http://127.0.0.1:port */
+  origin: string
+  adminKey: string
+  request<T = any>(method: string, path: string, opts?: RequestOptions): Promise<TestResponse<T>>
+  admin<T = any>(method: string, path: string, body?: unknown): Promise<TestResponse<T>>
+  createTenant(opts?: { name?: string; brand?: string | null }): Promise<TestTenant>
+}
+
+interface Teardown {
+  teardown(fn: () => unknown): void
+}
+
+let tenantCounter = 0
+
+export async function startHarness(
+  t: Teardown,
+  opts: { env?: Record<string, string>; extraRoutes?: RouteDef[]; clock?: () => Date } = {},
+): Promise<Harness> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'respin-test-'))
+  const adminKey = `admin-${randomBytes(16).toString('hex')}`
+  const config = loadConfig({
+    ...process.env,
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    PORT: '0',
+    HOST: '127.0.0.1',
+    DATA_DIR: dataDir,
+    ADMIN_KEY: adminKey,
+    ...opts.env,
+  })
+  const app = await startApp(config, { extraRoutes: opts.extraRoutes, clock: opts.clock })
+  t.teardown(async () => {
+    await app.close()
+    rmSync(dataDir, { recursive: true, force: true })
+  })
+  const origin = `http://127.0.0.1:${app.port}`
+
+  async function request<T>(method: string, path: string, o: RequestOptions = {}): Promise<TestResponse<T>> {
+    const url = new URL(path.startsWith('/api/') ? path : `/api/v1${path}`, origin)
+    for (const [k, v] of Object.entries(o.query ?? {})) url.searchParams.set(k, String(v))
+    const headers: Record<string, string> = { ...o.headers }
+    if (o.key) headers['x-api-key'] = o.key
+    let body: string | undefined = o.rawBody
+    if (o.body !== undefined) {
+      body = JSON.stringify(o.body)
+      headers['content-type'] = 'application/json'
+    }
+    const res = await fetch(url, { method, headers, body })
+    const text = await res.text()
+    let parsed: unknown = text
+    if ((res.headers.get('content-type') ?? '').includes('json')) {
+      try {
+        parsed = JSON.parse(text)
+      } catch {
+        parsed = text
+      }
+    }
+    return { status: res.status, body: parsed as T, text, headers: res.headers }
+  }
+
+  const admin = <T>(method: string, path: string, body?: unknown) =>
+    request<T>(method, `/admin${path}`, { key: adminKey, body })
+
+  async function must<T = any>(p: Promise<TestResponse<T>>, status: number): Promise<T> {
+    const res = await p
+    if (res.status !== status) throw new Error(`expected ${status}, got ${res.status}: ${res.text}`)
+    return res.body
+  }
+
+  async function createTenant(o: { name?: string; brand?: string | null } = {}): Promise<TestTenant> {
+    const n = `${process.pid}-${++tenantCounter}-${randomBytes(3).toString('hex')}`
+    const tenant = (await must(admin('POST', '/tenants', { name: o.name ?? `Tenant ${n}`, slug: `t-${n}` }), 201)).data
+    const createBrand = async (slug: string) => {
+      const b = (await must(admin('POST', `/tenants/${tenant.id}/brands`, { name: slug, slug }), 201)).data
+      return { id: b.id as string, slug: b.slug as string }
+    }
+    const brand = o.brand === null ? { id: '', slug: '' } : await createBrand(o.brand ?? 'main')
+    const createKey: TestTenant['createKey'] = async (k = {}) => {
+      const created = (await must(admin('POST', `/tenants/${tenant.id}/keys`, { name: k.name ?? 'test', ...k }), 201)).data
+      return { id: created.id, key: created.key }
+    }
+    const { key } = await createKey({ name: 'full' })
+    return { id: tenant.id, slug: tenant.slug, brand, key, createBrand, createKey }
+  }
+
+  return { app, origin, adminKey, request, admin, createTenant }
+}
