@@ -1,6 +1,6 @@
 // PostgreSQL for CRUD state: a real server when DATABASE_URL is set, otherwise PGlite in DATA_DIR served
 // over pglite-socket, so the same `postgres` driver and the same SQL run in both deployments.
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import postgres from 'postgres'
@@ -39,6 +39,9 @@ async function openEmbedded(dataDir: string, log: Logger): Promise<Postgres> {
   const { PGLiteSocketServer } = await import('@electric-sql/pglite-socket')
   const dir = resolve(dataDir, 'postgres')
   mkdirSync(dir, { recursive: true })
+  // PGlite does not lock its directory, and two processes writing one data directory corrupt it.
+  const lockFile = resolve(dataDir, 'postgres.pid')
+  claimDataDir(lockFile)
   const db = await PGlite.create(dir)
   // A unix socket in a short private directory: socket paths are limited to ~100 bytes.
   const socketDir = mkdtempSync(join(tmpdir(), 'respin-pg-'))
@@ -56,7 +59,30 @@ async function openEmbedded(dataDir: string, log: Logger): Promise<Postgres> {
       await server.stop()
       await db.close()
       rmSync(socketDir, { recursive: true, force: true })
+      rmSync(lockFile, { force: true })
     },
+  }
+}
+
+function claimDataDir(lockFile: string): void {
+  let holder = NaN
+  try {
+    holder = Number(readFileSync(lockFile, 'utf8'))
+  } catch {
+    // no lock file: the directory is free
+  }
+  if (holder && holder !== process.pid && isAlive(holder)) {
+    throw new Error(`the embedded database in ${lockFile.replace(/postgres\.pid$/, '')} is in use by process ${holder}`)
+  }
+  writeFileSync(lockFile, String(process.pid))
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'
   }
 }
 

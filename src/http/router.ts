@@ -17,7 +17,9 @@ interface CompiledRoute {
   def: RouteDef
   paramNames: string[]
   params?: Validator
+  paramTypes: Record<string, string>
   query?: Validator
+  queryTypes: Record<string, string>
   body?: Validator
   successStatus: number
   hasBody: boolean
@@ -40,7 +42,9 @@ export function compileRoute(def: RouteDef): CompiledRoute {
     def,
     paramNames: [...def.path.matchAll(/:(\w+)/g)].map((m) => m[1] as string),
     params: compile(def.params),
+    paramTypes: scalarTypes(def.params),
     query: compile(def.query),
+    queryTypes: scalarTypes(def.query),
     body: compile(def.body),
     successStatus: Math.min(...Object.keys(def.responses).map(Number)),
     hasBody: def.method !== 'GET' && def.method !== 'DELETE',
@@ -151,10 +155,9 @@ async function dispatch(ctx: AppContext, route: CompiledRoute, inc: Incoming): P
       inc.meta.tenantId = principal.tenantId
     }
   }
-  const params = route.params
-    ? validate(route.params, Object.fromEntries(route.paramNames.map((n, i) => [n, safeDecode(inc.rawParams[i] ?? '')])), 'path')
-    : undefined
-  const validQuery = route.query ? validate(route.query, query, 'query') : undefined
+  const rawParams = Object.fromEntries(route.paramNames.map((n, i) => [n, safeDecode(inc.rawParams[i] ?? '')]))
+  const params = route.params ? validate(route.params, coerce(rawParams, route.paramTypes), 'path') : undefined
+  const validQuery = route.query ? validate(route.query, coerce(query, route.queryTypes), 'query') : undefined
   let body: unknown
   if (route.body) {
     if (!inc.body || inc.body.length === 0) throw badRequest('request body is required')
@@ -232,9 +235,32 @@ function parseJson(buf: Buffer): unknown {
   }
 }
 
-/** Converts query/path strings to the schema's types, fills defaults, then checks. */
+/** The JSON type of each top-level property, for turning query/path strings into typed values. */
+function scalarTypes(schema: TSchema | undefined): Record<string, string> {
+  const props = (schema as { properties?: Record<string, { type?: unknown }> } | undefined)?.properties ?? {}
+  return Object.fromEntries(Object.entries(props).map(([k, p]) => [k, typeof p.type === 'string' ? p.type : 'string']))
+}
+
+/**
+ * Strict string → value conversion: "7" is an integer, "1.5" is not (it stays a string and fails the
+ * check, where a lenient conversion would truncate it); "true"/"false" are booleans.
+ */
+function coerce(raw: Record<string, unknown>, types: Record<string, string>): Record<string, unknown> {
+  const out: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(raw)) {
+    const type = types[k]
+    if (typeof v !== 'string') out[k] = v
+    else if (type === 'integer' && /^-?\d{1,15}$/.test(v)) out[k] = Number(v)
+    else if (type === 'number' && v.trim() !== '' && Number.isFinite(Number(v))) out[k] = Number(v)
+    else if (type === 'boolean' && (v === 'true' || v === 'false')) out[k] = v === 'true'
+    else out[k] = v
+  }
+  return out
+}
+
+/** Fills defaults, then checks. */
 function validate(v: Validator, value: unknown, where: 'path' | 'query' | 'body'): unknown {
-  const candidate = where === 'body' ? v.Default(value) : v.Default(v.Convert(value))
+  const candidate = v.Default(value)
   if (v.Check(candidate)) return candidate
   throw badRequest(`invalid ${where === 'path' ? 'path parameter' : where}`, { errors: describeErrors(v, candidate, where) })
 }

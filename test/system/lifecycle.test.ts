@@ -1,0 +1,64 @@
+// The service as an operator runs it: `node src/main.ts` (what `npm start` runs) in its own process.
+import { spawn } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t from 'tap'
+
+function startProcess(env: Record<string, string>) {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let out = ''
+  const listening = new Promise<number>((resolve, reject) => {
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk
+      const m = /"port":(\d+),[^\n]*"msg":"respin listening"/.exec(out)
+      if (m) resolve(Number(m[1]))
+    })
+    child.on('exit', (code) => reject(new Error(`exited ${code}: ${out}`)))
+  })
+  listening.catch(() => {}) // awaited only by tests that expect the process to come up
+  child.stderr.on('data', (chunk: Buffer) => (out += chunk))
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
+  return { child, listening, exited, output: () => out }
+}
+
+t.test('starts on the embedded defaults, serves health, and stops cleanly on SIGTERM', async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'respin-main-'))
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
+  const env: Record<string, string> = { DATA_DIR: dataDir, ADMIN_KEY: 'admin-key-for-lifecycle-test' }
+  for (const name of ['DATABASE_URL', 'REDIS_URL', 'CLICKHOUSE_URL']) env[name] = ''
+  const proc = startProcess(env)
+  const port = await proc.listening
+  const res = await fetch(`http://127.0.0.1:${port}/api/v1/health`)
+  t.equal(res.status, 200)
+  const body = (await res.json()) as { status: string; checks: Record<string, { status: string }> }
+  t.equal(body.status, 'ok')
+  t.equal(body.checks.redis?.status, 'embedded')
+  t.notMatch(proc.output(), /admin-key-for-lifecycle-test/, 'secrets are redacted from the startup log')
+  proc.child.kill('SIGTERM')
+  t.equal(await proc.exited, 0)
+  t.match(proc.output(), /"msg":"stopped"/)
+})
+
+t.test('a second process refuses an embedded data directory that is in use', async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'respin-main-'))
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
+  const env: Record<string, string> = { DATA_DIR: dataDir, DATABASE_URL: '', CLICKHOUSE_URL: '', REDIS_URL: '' }
+  const first = startProcess(env)
+  await first.listening
+  const second = startProcess(env)
+  t.not(await second.exited, 0)
+  t.match(second.output(), /in use by process/)
+  first.child.kill('SIGTERM')
+  t.equal(await first.exited, 0)
+})
+
+t.test('a bad configuration value stops the process at once with a clear message', async (t) => {
+  const proc = startProcess({ PORT: 'eighty', RATE_LIMIT_INGEST_PER_MIN: '-1' })
+  t.equal(await proc.exited, 78)
+  t.match(proc.output(), /invalid configuration: .*PORT/)
+  t.match(proc.output(), /RATE_LIMIT_INGEST_PER_MIN/)
+})
