@@ -14,6 +14,8 @@ const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 export interface AuthService {
   /** The key's principal, or null when it is unknown, revoked or expired. */
   authenticate(rawKey: string): Promise<Principal | null>
+  /** The same answer without I/O when the key is cached (null: known to be expired); undefined when not cached. */
+  authenticateCached(rawKey: string): Principal | null | undefined
   resolveBrand(principal: Principal, hint: string | undefined): Promise<Brand>
   brandsOf(tenantId: string): Promise<Brand[]>
 }
@@ -88,6 +90,15 @@ export function createAuthService(deps: { sql: Sql; bus: Bus; clock: () => Date 
         entry = { principal, at: now }
         keys.set(hash, entry)
       }
+      const { principal } = entry
+      if (principal.expiresAt !== null && principal.expiresAt <= clock().getTime()) return null
+      return principal
+    },
+
+    authenticateCached(rawKey) {
+      if (!rawKey.startsWith(KEY_PREFIX) || rawKey.length > 200) return null
+      const entry = keys.get(hashApiKey(rawKey))
+      if (!entry || Date.now() - entry.at >= CACHE_TTL_MS) return undefined
       const { principal } = entry
       if (principal.expiresAt !== null && principal.expiresAt <= clock().getTime()) return null
       return principal

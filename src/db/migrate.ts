@@ -1,6 +1,6 @@
 // Applies sql/*.sql to PostgreSQL and clickhouse/*.sql to ClickHouse in file-name order, once each,
 // recording what ran. Safe to call from several processes at once.
-import { readdirSync, readFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import type { ClickHouse } from './clickhouse.ts'
 import type { Sql } from './postgres.ts'
@@ -8,6 +8,7 @@ import type { Sql } from './postgres.ts'
 const root = fileURLToPath(new URL('../../', import.meta.url))
 
 function migrationFiles(folder: 'sql' | 'clickhouse'): { name: string; text: string }[] {
+  if (!existsSync(root + folder)) return []
   return readdirSync(root + folder)
     .filter((name) => /^\d{4}_[\w-]+\.sql$/.test(name))
     .sort()

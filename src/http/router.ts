@@ -7,6 +7,7 @@ import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js'
 import { safeEqual } from '../auth/keys.ts'
 import type { Principal } from '../auth/types.ts'
 import type { AppContext } from '../context.ts'
+import type { Logger } from '../lib/log.ts'
 import { AppError, badRequest, forbidden, unauthorized } from '../errors.ts'
 import { renderError, STATUS_TEXT } from './errors.ts'
 import { Reply, type RouteDef } from './route.ts'
@@ -94,14 +95,22 @@ function handle(ctx: AppContext, route: CompiledRoute, res: HttpResponse, req: H
   const rawParams = route.paramNames.map((_, i) => req.getParameter(i) ?? '')
   const meta = { requestId, started, method: route.def.method, path: req.getUrl(), tenantId: undefined as string | undefined }
 
+  const respond = (result: unknown) => {
+    const replyObj = result instanceof Reply ? result : new Reply(route.successStatus, result)
+    send(ctx, res, conn, replyObj.status, serialize(replyObj), replyObj.contentType, replyObj.headers, meta)
+  }
+  const fail = (err: unknown) => sendError(ctx, res, conn, err, requestId, meta)
+  // Synchronous when it can be (cached key, synchronous handler): uWS then writes pipelined responses
+  // together in one corked batch, which is most of the gap between a router and a bare handler.
   const run = (body: Buffer | undefined) => {
-    dispatch(ctx, route, { headers, rawQuery, rawParams, body, meta }).then(
-      (result) => {
-        const replyObj = result instanceof Reply ? result : new Reply(route.successStatus, result)
-        send(ctx, res, conn, replyObj.status, serialize(replyObj), replyObj.contentType, replyObj.headers, meta)
-      },
-      (err: unknown) => sendError(ctx, res, conn, err, requestId, meta),
-    )
+    let result: unknown
+    try {
+      result = dispatch(ctx, route, { headers, rawQuery, rawParams, body, meta })
+    } catch (err) {
+      return fail(err)
+    }
+    if (result instanceof Promise) result.then(respond, fail)
+    else respond(result)
   }
 
   if (!route.hasBody) return run(undefined)
@@ -143,18 +152,29 @@ interface Incoming {
   meta: { requestId: string; tenantId: string | undefined }
 }
 
-async function dispatch(ctx: AppContext, route: CompiledRoute, inc: Incoming): Promise<unknown> {
+function dispatch(ctx: AppContext, route: CompiledRoute, inc: Incoming): unknown {
   const { def } = route
   const query = parseQuery(inc.rawQuery)
-  let principal: Principal | undefined
-  if (def.auth !== 'public') {
-    const key = keyOf(inc.headers, query)
-    if (def.auth === 'admin') await authorizeAdmin(ctx, key)
-    else {
-      principal = await authorizeKey(ctx, key, def.scope)
-      inc.meta.tenantId = principal.tenantId
-    }
+  if (def.auth === 'public') return invoke(ctx, route, inc, query, undefined)
+  const key = keyOf(inc.headers, query)
+  if (def.auth === 'admin') return authorizeAdmin(ctx, key).then(() => invoke(ctx, route, inc, query, undefined))
+  if (!key) throw unauthorized('API key required')
+  const cached = ctx.auth.authenticateCached(key)
+  if (cached !== undefined) return invoke(ctx, route, inc, query, checkScope(cached, def.scope, inc))
+  return ctx.auth.authenticate(key).then((principal) => invoke(ctx, route, inc, query, checkScope(principal, def.scope, inc)))
+}
+
+function checkScope(principal: Principal | null, scope: RouteDef['scope'], inc: Incoming): Principal {
+  if (!principal) throw unauthorized()
+  inc.meta.tenantId = principal.tenantId
+  if (principal.scopes.length > 0 && !principal.scopes.includes(scope)) {
+    throw forbidden(`this API key lacks the ${scope === 'full' ? 'full access' : `'${scope}'`} scope`)
   }
+  return principal
+}
+
+/** Validates params, query and body, then calls the handler. Returns its result, a value or a promise. */
+function invoke(ctx: AppContext, route: CompiledRoute, inc: Incoming, query: Record<string, unknown>, principal: Principal | undefined): unknown {
   const rawParams = Object.fromEntries(route.paramNames.map((n, i) => [n, safeDecode(inc.rawParams[i] ?? '')]))
   const params = route.params ? validate(route.params, coerce(rawParams, route.paramTypes), 'path') : undefined
   const validQuery = route.query ? validate(route.query, coerce(query, route.queryTypes), 'query') : undefined
@@ -163,14 +183,18 @@ async function dispatch(ctx: AppContext, route: CompiledRoute, inc: Incoming): P
     if (!inc.body || inc.body.length === 0) throw badRequest('request body is required')
     body = validate(route.body, parseJson(inc.body), 'body')
   }
-  const log = ctx.log.child({ reqId: inc.meta.requestId, tenantId: inc.meta.tenantId })
+  let log: Logger | undefined
   const req = {
     params,
     query: validQuery,
     body,
     headers: inc.headers,
     requestId: inc.meta.requestId,
-    log,
+    // A child logger costs more than a cheap route's whole handler: made on first use only.
+    get log() {
+      log ??= ctx.log.child({ reqId: inc.meta.requestId, tenantId: inc.meta.tenantId })
+      return log
+    },
     principal,
     rawBody: inc.body,
     resolveBrand: () => {
@@ -179,7 +203,7 @@ async function dispatch(ctx: AppContext, route: CompiledRoute, inc: Incoming): P
       return ctx.auth.resolveBrand(principal as Principal, hint)
     },
   }
-  return (def.handler as (c: AppContext, r: unknown) => unknown)(ctx, req)
+  return (route.def.handler as (c: AppContext, r: unknown) => unknown)(ctx, req)
 }
 
 /** Key sources in the spec's order: x-api-key, Authorization: Bearer, api_key query parameter. */
@@ -188,16 +212,6 @@ function keyOf(headers: Record<string, string>, query: Record<string, unknown>):
   const authz = headers.authorization
   if (authz && /^bearer /i.test(authz)) return authz.slice(7).trim()
   return typeof query.api_key === 'string' ? query.api_key : undefined
-}
-
-async function authorizeKey(ctx: AppContext, key: string | undefined, scope: RouteDef['scope']): Promise<Principal> {
-  if (!key) throw unauthorized('API key required')
-  const principal = await ctx.auth.authenticate(key)
-  if (!principal) throw unauthorized()
-  if (principal.scopes.length > 0 && !principal.scopes.includes(scope)) {
-    throw forbidden(`this API key lacks the ${scope === 'full' ? 'full access' : `'${scope}'`} scope`)
-  }
-  return principal
 }
 
 async function authorizeAdmin(ctx: AppContext, key: string | undefined): Promise<void> {

@@ -32,24 +32,37 @@ async function timed(fn: () => Promise<void>): Promise<CheckResult> {
   }
 }
 
-type Checked = Promise<{ healthy: boolean; checks: Record<string, CheckResult> }>
-const lastChecks = new WeakMap<AppContext, { at: number; result: Checked }>()
+type Checks = { healthy: boolean; checks: Record<string, CheckResult> }
+const lastChecks = new WeakMap<AppContext, { at: number; result: Promise<Checks>; value?: Checks }>()
 
 function runChecks(ctx: AppContext) {
   const now = Date.now()
   const cached = lastChecks.get(ctx)
   if (cached && now - cached.at < HEALTH_CACHE_MS) return cached.result
-  const result = (async () => {
+  const entry: { at: number; result: Promise<Checks>; value?: Checks } = { at: now, result: Promise.resolve() as never }
+  entry.result = (async () => {
     const [postgres, clickhouse, redis] = await Promise.all([
       timed(() => ctx.pg.ping(CHECK_TIMEOUT_MS)),
       timed(() => ctx.ch.ping(CHECK_TIMEOUT_MS)),
       ctx.redis ? timed(() => pingRedis(ctx.redis!, CHECK_TIMEOUT_MS)) : Promise.resolve<CheckResult>({ status: 'embedded' }),
     ])
     const checks = { postgres, clickhouse, redis }
-    return { healthy: Object.values(checks).every((c) => c.status !== 'fail'), checks }
+    entry.value = { healthy: Object.values(checks).every((c) => c.status !== 'fail'), checks }
+    return entry.value
   })()
-  lastChecks.set(ctx, { at: now, result })
-  return result
+  lastChecks.set(ctx, entry)
+  return entry.result
+}
+
+/** The last result while it is fresh and complete, so a cached answer needs no promise at all. */
+function freshChecks(ctx: AppContext): Checks | undefined {
+  const entry = lastChecks.get(ctx)
+  return entry && Date.now() - entry.at < HEALTH_CACHE_MS ? entry.value : undefined
+}
+
+function healthReply(ctx: AppContext, { healthy, checks }: Checks) {
+  const body = { status: healthy ? 'ok' : 'degraded', version: ctx.config.version, timestamp: new Date().toISOString(), service: 'respin', checks }
+  return reply(healthy ? 200 : 503, body)
 }
 
 export const healthRoute = definePublicRoute({
@@ -60,16 +73,9 @@ export const healthRoute = definePublicRoute({
   summary: 'Service health and dependency checks',
   description: `Public. 503 with status "degraded" when PostgreSQL, or a configured ClickHouse or Redis, does not answer within ${CHECK_TIMEOUT_MS} ms. Results are reused for up to ${HEALTH_CACHE_MS} ms.`,
   responses: { 200: Health, 503: Health },
-  async handler(ctx) {
-    const { healthy, checks } = await runChecks(ctx)
-    const body = {
-      status: healthy ? 'ok' : 'degraded',
-      version: ctx.config.version,
-      timestamp: new Date().toISOString(),
-      service: 'respin',
-      checks,
-    }
-    return reply(healthy ? 200 : 503, body)
+  handler(ctx) {
+    const fresh = freshChecks(ctx)
+    return fresh ? healthReply(ctx, fresh) : runChecks(ctx).then((checks) => healthReply(ctx, checks))
   },
 })
 

@@ -1,0 +1,58 @@
+// Router overhead: GET /api/v1/health and an authenticated no-op route through Respin's router, against a
+// bare uWS handler, in the same run. Prints requests/s and the ratio (aim ≥ 0.8).
+import { spawn } from 'node:child_process'
+import autocannon from 'autocannon'
+
+const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 5)
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
+
+const server = spawn(process.execPath, ['--import', 'tsx', new URL('./router/server.ts', import.meta.url).pathname], {
+  stdio: ['ignore', 'pipe', 'inherit'],
+  env: process.env,
+})
+const ports = await new Promise<{ bare: number; respin: number; key: string }>((resolve) => {
+  let out = ''
+  server.stdout.on('data', (c: Buffer) => {
+    out += c
+    const line = out.split('\n').find((l) => l.startsWith('{"bare"'))
+    if (line) resolve(JSON.parse(line))
+  })
+})
+
+async function load(url: string, headers: Record<string, string> = {}): Promise<{ rps: number; p99: number }> {
+  const result = await autocannon({ url, connections: 64, pipelining: 4, duration: DURATION_S, headers })
+  if (result.non2xx > 0 || result.errors > 0) throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors`)
+  return { rps: result.requests.average, p99: result.latency.p99 }
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number
+const runs: Record<string, { rps: number; p99: number }[]> = { bare: [], health: [], noop: [] }
+await load(`http://127.0.0.1:${ports.bare}/api/v1/health`) // warm-up (JIT, connections)
+for (let round = 0; round < ROUNDS; round++) {
+  // Interleaved, so drift on a shared machine hits all three alike.
+  runs.bare!.push(await load(`http://127.0.0.1:${ports.bare}/api/v1/health`))
+  runs.health!.push(await load(`http://127.0.0.1:${ports.respin}/api/v1/health`))
+  runs.noop!.push(await load(`http://127.0.0.1:${ports.respin}/api/v1/_bench/noop`, { 'x-api-key': ports.key }))
+}
+server.kill('SIGTERM')
+
+const bare = median(runs.bare!.map((r) => r.rps))
+const row = (name: string, key: string) => {
+  const rps = median(runs[key]!.map((r) => r.rps))
+  const p99 = median(runs[key]!.map((r) => r.p99))
+  return `| ${name} | ${Math.round(rps).toLocaleString('en')} | ${p99} | ${(rps / bare).toFixed(2)} |`
+}
+process.stdout.write(
+  [
+    `router overhead: ${ROUNDS} rounds × ${DURATION_S}s, 64 connections × 4 pipelined, medians (load generator on the same machine)`,
+    '| target | req/s | p99 ms | ratio to bare uWS |',
+    '|---|---|---|---|',
+    row('bare uWS handler', 'bare'),
+    row('GET /api/v1/health (router, cached checks)', 'health'),
+    row('GET authenticated no-op (router + key auth + scope)', 'noop'),
+    '',
+  ].join('\n'),
+)
+const healthRatio = median(runs.health!.map((r) => r.rps)) / bare
+const noopRatio = median(runs.noop!.map((r) => r.rps)) / bare
+process.stdout.write(`ratio health ${healthRatio.toFixed(2)}, authenticated no-op ${noopRatio.toFixed(2)} (target ≥ 0.80)\n`)
