@@ -68,7 +68,7 @@ export const notificationRoutes: RouteDef[] = [
     method: 'POST', path: '/notifications/send', operationId: 'sendNotification', tags,
     summary: 'Queue a single notification to a player',
     description: '202 with the queued record. 404 when the player or template is not visible to the key. A template must be active and of the requested channel (else 400). Rendering and delivery are asynchronous.',
-    body: SendBody, responses: { 202: SendResponse },
+    body: SendBody, responses: { 202: SendResponse }, errors: [404],
     handler: async (ctx, req) => {
       const queued = await notifications.sendNotification(ctx, {
         tenantId: req.principal.tenantId,

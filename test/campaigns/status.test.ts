@@ -43,7 +43,10 @@ t.test('cancelled (the DELETE move) is reachable only from scheduled, running an
 
 t.test('the allowed list in a refusal is a copy, not the table itself', async (t) => {
   const r = checkTransition('running', 'draft')
-  if (r.ok) return t.fail('expected a refusal')
+  if (r.ok) {
+    t.fail('expected a refusal')
+    return
+  }
   r.allowed.push('draft')
   t.same(ALLOWED_MOVES.running, ['paused', 'cancelled'])
 })
