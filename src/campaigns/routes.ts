@@ -12,7 +12,7 @@ export const campaignRoutes: RouteDef[] = [
     query: CampaignListQuery, responses: { 200: CampaignList }, brandScoped: true,
     handler: async (ctx, req) => {
       const brand = await req.resolveBrand()
-      return campaigns.listCampaigns(ctx, { tenantId: req.principal.tenantId, brandId: brand.id, ...req.query })
+      return campaigns.listCampaigns({ sql: ctx.sql, log: req.log }, { tenantId: req.principal.tenantId, brandId: brand.id, ...req.query })
     },
   }),
   defineRoute({
@@ -23,7 +23,7 @@ export const campaignRoutes: RouteDef[] = [
     handler: async (ctx, req) => {
       const brand = await req.resolveBrand()
       const { brand: _hint, ...body } = req.body
-      return { data: await campaigns.createCampaign(ctx, { tenantId: req.principal.tenantId, brandId: brand.id, ...body }) }
+      return { data: await campaigns.createCampaign({ sql: ctx.sql, log: req.log }, { tenantId: req.principal.tenantId, brandId: brand.id, ...body }) }
     },
   }),
   defineRoute({
@@ -31,7 +31,7 @@ export const campaignRoutes: RouteDef[] = [
     summary: 'Get a campaign',
     params: IdParams, responses: { 200: data(Campaign) },
     handler: async (ctx, req) => ({
-      data: await campaigns.getCampaign(ctx, { tenantId: req.principal.tenantId, brandId: req.principal.brandId, campaignId: req.params.id }),
+      data: await campaigns.getCampaign({ sql: ctx.sql, log: req.log }, { tenantId: req.principal.tenantId, brandId: req.principal.brandId, campaignId: req.params.id }),
     }),
   }),
   defineRoute({
@@ -40,7 +40,7 @@ export const campaignRoutes: RouteDef[] = [
     description: 'Status moves follow the spec table; a disallowed move (including to the current status) is 400 BAD_REQUEST with `details: { from, to, allowed }`.',
     params: IdParams, body: UpdateCampaignBody, responses: { 200: data(Campaign) },
     handler: async (ctx, req) => ({
-      data: await campaigns.updateCampaign(ctx, {
+      data: await campaigns.updateCampaign({ sql: ctx.sql, log: req.log }, {
         tenantId: req.principal.tenantId,
         brandId: req.principal.brandId,
         campaignId: req.params.id,
@@ -54,7 +54,7 @@ export const campaignRoutes: RouteDef[] = [
     description: 'The same move as PATCH status cancelled: allowed from scheduled, running and paused; otherwise 400 with `details: { from, to, allowed }`.',
     params: IdParams, responses: { 200: data(Campaign) },
     handler: async (ctx, req) => ({
-      data: await campaigns.cancelCampaign(ctx, { tenantId: req.principal.tenantId, brandId: req.principal.brandId, campaignId: req.params.id }),
+      data: await campaigns.cancelCampaign({ sql: ctx.sql, log: req.log }, { tenantId: req.principal.tenantId, brandId: req.principal.brandId, campaignId: req.params.id }),
     }),
   }),
 ]

@@ -20,7 +20,7 @@ export const notificationRoutes: RouteDef[] = [
     query: TemplateListQuery, responses: { 200: TemplateList }, brandScoped: true,
     handler: async (ctx, req) => {
       const brand = await req.resolveBrand()
-      return notifications.listTemplates(ctx, { tenantId: req.principal.tenantId, brandId: brand.id, ...req.query })
+      return notifications.listTemplates({ sql: ctx.sql, log: req.log }, { tenantId: req.principal.tenantId, brandId: brand.id, ...req.query })
     },
   }),
   defineRoute({
@@ -31,7 +31,7 @@ export const notificationRoutes: RouteDef[] = [
     handler: async (ctx, req) => {
       const brand = await req.resolveBrand()
       const { brand: _hint, ...body } = req.body
-      return { data: await notifications.createTemplate(ctx, { tenantId: req.principal.tenantId, brandId: brand.id, ...body }) }
+      return { data: await notifications.createTemplate({ sql: ctx.sql, log: req.log }, { tenantId: req.principal.tenantId, brandId: brand.id, ...body }) }
     },
   }),
   defineRoute({
@@ -39,7 +39,7 @@ export const notificationRoutes: RouteDef[] = [
     summary: 'Get a template (active or not)',
     params: IdParams, responses: { 200: data(NotificationTemplate) },
     handler: async (ctx, req) => ({
-      data: await notifications.getTemplate(ctx, { tenantId: req.principal.tenantId, brandId: req.principal.brandId, templateId: req.params.id }),
+      data: await notifications.getTemplate({ sql: ctx.sql, log: req.log }, { tenantId: req.principal.tenantId, brandId: req.principal.brandId, templateId: req.params.id }),
     }),
   }),
   defineRoute({
@@ -48,7 +48,7 @@ export const notificationRoutes: RouteDef[] = [
     description: 'Changing `subject`, `body` or `variables` recomputes `variables` from the new subject and body plus the declared names.',
     params: IdParams, body: UpdateTemplateBody, responses: { 200: data(NotificationTemplate) },
     handler: async (ctx, req) => ({
-      data: await notifications.updateTemplate(ctx, {
+      data: await notifications.updateTemplate({ sql: ctx.sql, log: req.log }, {
         tenantId: req.principal.tenantId,
         brandId: req.principal.brandId,
         templateId: req.params.id,
@@ -61,7 +61,7 @@ export const notificationRoutes: RouteDef[] = [
     summary: 'Deactivate a template (soft delete: active becomes false)',
     params: IdParams, responses: { 200: data(NotificationTemplate) },
     handler: async (ctx, req) => ({
-      data: await notifications.deactivateTemplate(ctx, { tenantId: req.principal.tenantId, brandId: req.principal.brandId, templateId: req.params.id }),
+      data: await notifications.deactivateTemplate({ sql: ctx.sql, log: req.log }, { tenantId: req.principal.tenantId, brandId: req.principal.brandId, templateId: req.params.id }),
     }),
   }),
   defineRoute({
@@ -70,7 +70,7 @@ export const notificationRoutes: RouteDef[] = [
     description: '202 with the queued record. 404 when the player or template is not visible to the key. A template must be active and of the requested channel (else 400). Rendering and delivery are asynchronous.',
     body: SendBody, responses: { 202: SendResponse }, errors: [404],
     handler: async (ctx, req) => {
-      const queued = await notifications.sendNotification(ctx, {
+      const queued = await notifications.sendNotification({ sql: ctx.sql, log: req.log }, {
         tenantId: req.principal.tenantId,
         brandId: req.principal.brandId,
         playerId: req.body.player_id,
