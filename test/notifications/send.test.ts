@@ -135,6 +135,9 @@ t.test('a tenant-wide key may send to a player of any of its brands', async (t) 
   t.equal(res.status, 202)
   const rows = await h.app.ctx.sql<{ brand_id: string }[]>`select brand_id from notifications where id = ${res.body.notification_id}`
   t.equal(rows[0]!.brand_id, second.id, "the notification takes the player's brand")
+  const mainTemplate = await makeTemplate(tenant, { channel: 'push' })
+  const crossBrand = await send(tenant.key, { player_id: playerId, channel: 'push', template_id: mainTemplate.id })
+  t.equal(crossBrand.status, 202, "a template of another of the tenant's brands may be used")
 })
 
 t.test("a brand-pinned key sends only to its brand's players, with its brand's templates", async (t) => {
