@@ -82,7 +82,7 @@ t.test('POST /notifications/templates validates its body', async (t) => {
     ['subject not a string', { ...base, subject: 12 }, 'subject'],
     ['variables not an array', { ...base, variables: 'name' }, 'variables'],
     ['variables not strings', { ...base, variables: ['ok', 3] }, 'variables.1'],
-    ['active is not a create field that can be garbage', { ...base, body: 7 }, 'body'],
+    ['body not a string', { ...base, body: 7 }, 'body'],
   ]
   for (const [label, body, field] of cases) {
     const res = await h.request('POST', '/notifications/templates', { key: tenant.key, body })
