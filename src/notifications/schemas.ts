@@ -1,0 +1,93 @@
+import Type, { type Static } from 'typebox'
+import { DateTime, FreeObject, Nullable, OffsetQuery, Uuid } from '../lib/schemas.ts'
+
+/** The four channels of the public API (shared with campaigns). */
+export const CHANNELS = ['email', 'telegram', 'push', 'in_app'] as const
+export const Channel = Type.Union([Type.Literal('email'), Type.Literal('telegram'), Type.Literal('push'), Type.Literal('in_app')])
+export type Channel = Static<typeof Channel>
+
+export const LOCALES = ['en', 'it', 'es'] as const
+export const Locale = Type.Union([Type.Literal('en'), Type.Literal('it'), Type.Literal('es')])
+export type Locale = Static<typeof Locale>
+
+const Name = Type.String({ minLength: 1, maxLength: 200 })
+const Subject = Type.String({ maxLength: 1000 })
+const BodyText = Type.String({ minLength: 1, maxLength: 100_000 })
+const VariableNames = Type.Array(Type.String({ minLength: 1, maxLength: 200 }), {
+  maxItems: 200,
+  description: 'Declared variable names; the stored list is these plus every {{name}} placeholder of subject and body',
+})
+
+export const NotificationTemplate = Type.Object(
+  {
+    id: Uuid,
+    name: Type.String(),
+    channel: Channel,
+    locale: Locale,
+    subject: Nullable(Type.String()),
+    body: Type.String(),
+    variables: Type.Array(Type.String(), { description: '{{name}} placeholders of subject and body, plus declared names' }),
+    active: Type.Boolean(),
+    created_at: DateTime,
+    updated_at: DateTime,
+  },
+  { $id: 'NotificationTemplate' },
+)
+export type NotificationTemplate = Static<typeof NotificationTemplate>
+
+export const CreateTemplateBody = Type.Object({
+  name: Name,
+  channel: Channel,
+  body: BodyText,
+  locale: Type.Optional(Locale),
+  subject: Type.Optional(Nullable(Subject)),
+  variables: Type.Optional(VariableNames),
+  brand: Type.Optional(Type.String({ minLength: 1, description: 'brand id or slug (ignored for brand-pinned keys)' })),
+})
+export type CreateTemplateBody = Static<typeof CreateTemplateBody>
+
+export const UpdateTemplateBody = Type.Object({
+  name: Type.Optional(Name),
+  channel: Type.Optional(Channel),
+  locale: Type.Optional(Locale),
+  subject: Type.Optional(Nullable(Subject)),
+  body: Type.Optional(BodyText),
+  variables: Type.Optional(VariableNames),
+  active: Type.Optional(Type.Boolean()),
+})
+export type UpdateTemplateBody = Static<typeof UpdateTemplateBody>
+
+export const TemplateListQuery = Type.Object({
+  channel: Type.Optional(Channel),
+  active: Type.Boolean({ default: true, description: 'true (default) lists active templates, false inactive ones' }),
+  ...OffsetQuery,
+})
+export type TemplateListQuery = Static<typeof TemplateListQuery>
+
+export const TemplateList = Type.Object({ templates: Type.Array(NotificationTemplate), total: Type.Integer() })
+
+export const QueuedNotification = Type.Object(
+  {
+    id: Uuid,
+    tenant_id: Uuid,
+    player_id: Uuid,
+    channel: Channel,
+    template_id: Nullable(Uuid),
+    payload: FreeObject,
+    status: Type.String({ description: "'queued' when created; later values are set by delivery" }),
+    scheduled_at: DateTime,
+    created_at: DateTime,
+  },
+  { $id: 'QueuedNotification' },
+)
+export type QueuedNotification = Static<typeof QueuedNotification>
+
+export const SendBody = Type.Object({
+  player_id: Uuid,
+  channel: Channel,
+  template_id: Type.Optional(Uuid),
+  payload: Type.Optional(FreeObject),
+})
+export type SendBody = Static<typeof SendBody>
+
+export const SendResponse = Type.Object({ queued: Type.Boolean(), notification_id: Uuid, data: QueuedNotification })

@@ -1,0 +1,529 @@
+import t from 'tap'
+import { startHarness, type TestTenant } from '../helpers/harness.ts'
+
+const h = await startHarness(t)
+
+const UNKNOWN_ID = '00000000-0000-4000-8000-000000000000'
+const SEGMENT_ID = '6f1c2a9e-3b4d-4e5f-8a7b-9c0d1e2f3a4b'
+
+async function createCampaign(tenant: TestTenant, body: Record<string, unknown> = {}, key = tenant.key) {
+  const res = await h.request('POST', '/campaigns', {
+    key,
+    body: { name: 'Welcome', type: 'one_shot', channels: ['email'], ...body },
+  })
+  if (res.status !== 201) throw new Error(`create failed: ${res.status} ${res.text}`)
+  return res.body.data
+}
+
+/** Drives a fresh campaign to `status` through allowed PATCH moves. */
+async function campaignIn(tenant: TestTenant, status: string) {
+  const c = await createCampaign(tenant)
+  const path: Record<string, string[]> = {
+    draft: [],
+    scheduled: ['scheduled'],
+    running: ['running'],
+    paused: ['running', 'paused'],
+    cancelled: ['scheduled', 'cancelled'],
+  }
+  for (const s of path[status] ?? []) {
+    const res = await h.request('PATCH', `/campaigns/${c.id}`, { key: tenant.key, body: { status: s } })
+    if (res.status !== 200) throw new Error(`move to ${s} failed: ${res.text}`)
+  }
+  if (status === 'completed') {
+    // Only the execution engine completes a campaign; set it directly.
+    await h.app.ctx.sql`update campaigns set status = 'completed' where id = ${c.id}`
+  }
+  return c.id as string
+}
+
+const fieldsOf = (body: any) => (body.details?.errors ?? []).map((e: { field: string }) => e.field)
+
+t.test('POST /campaigns creates a draft with zeroed stats', async (t) => {
+  const tenant = await h.createTenant()
+  const res = await h.request('POST', '/campaigns', {
+    key: tenant.key,
+    body: { name: 'Welcome', type: 'one_shot', channels: ['email', 'push'] },
+  })
+  t.equal(res.status, 201)
+  const c = res.body.data
+  t.match(c.id, /^[0-9a-f-]{36}$/)
+  t.same(
+    { ...c, id: undefined, created_at: undefined, updated_at: undefined },
+    {
+      id: undefined,
+      name: 'Welcome',
+      description: null,
+      status: 'draft',
+      type: 'one_shot',
+      channels: ['email', 'push'],
+      target_segment_id: null,
+      schedule: {},
+      config: {},
+      stats: { sent: 0, delivered: 0, opened: 0, clicked: 0, bounced: 0, unsubscribed: 0, converted: 0 },
+      created_at: undefined,
+      updated_at: undefined,
+    },
+  )
+  t.ok(!Number.isNaN(Date.parse(c.created_at)))
+  t.ok(!Number.isNaN(Date.parse(c.updated_at)))
+})
+
+t.test('POST /campaigns stores every optional field', async (t) => {
+  const tenant = await h.createTenant()
+  const c = await createCampaign(tenant, {
+    name: 'Reactivation',
+    type: 'journey',
+    channels: ['telegram', 'in_app'],
+    description: 'Win back lapsed players',
+    target_segment_id: SEGMENT_ID,
+    schedule: { starts_at: '2026-12-01T10:00:00Z', cron: '0 10 * * 1' },
+    config: { steps: [{ wait_hours: 24 }], nested: { a: 1 } },
+  })
+  t.equal(c.description, 'Win back lapsed players')
+  t.equal(c.type, 'journey')
+  t.same(c.channels, ['telegram', 'in_app'])
+  t.equal(c.target_segment_id, SEGMENT_ID)
+  t.same(c.schedule, { starts_at: '2026-12-01T10:00:00Z', cron: '0 10 * * 1' })
+  t.same(c.config, { steps: [{ wait_hours: 24 }], nested: { a: 1 } })
+  const got = await h.request('GET', `/campaigns/${c.id}`, { key: tenant.key })
+  t.same(got.body.data, c)
+})
+
+t.test('every campaign type and channel is accepted', async (t) => {
+  const tenant = await h.createTenant()
+  for (const type of ['one_shot', 'recurring', 'triggered', 'journey']) {
+    const c = await createCampaign(tenant, { type, channels: ['email', 'telegram', 'push', 'in_app'] })
+    t.equal(c.type, type)
+    t.same(c.channels, ['email', 'telegram', 'push', 'in_app'])
+  }
+})
+
+t.test('a status in the create body is ignored: a new campaign is always a draft', async (t) => {
+  const tenant = await h.createTenant()
+  const c = await createCampaign(tenant, { status: 'running' })
+  t.equal(c.status, 'draft')
+})
+
+t.test('POST /campaigns validates its body', async (t) => {
+  const tenant = await h.createTenant()
+  const base = { name: 'X', type: 'one_shot', channels: ['email'] }
+  const cases: [string, unknown, string][] = [
+    ['name missing', { type: 'one_shot', channels: ['email'] }, 'name'],
+    ['type missing', { name: 'X', channels: ['email'] }, 'type'],
+    ['channels missing', { name: 'X', type: 'one_shot' }, 'channels'],
+    ['empty name', { ...base, name: '' }, 'name'],
+    ['unknown type', { ...base, type: 'broadcast' }, 'type'],
+    ['no channels', { ...base, channels: [] }, 'channels'],
+    ['unknown channel', { ...base, channels: ['email', 'sms'] }, 'channels.1'],
+    ['channels not an array', { ...base, channels: 'email' }, 'channels'],
+    ['duplicate channels', { ...base, channels: ['email', 'email'] }, 'channels'],
+    ['target_segment_id not a uuid', { ...base, target_segment_id: 'seg-1' }, 'target_segment_id'],
+    ['description not a string', { ...base, description: 42 }, 'description'],
+    ['schedule not an object', { ...base, schedule: 'tomorrow' }, 'schedule'],
+    ['config not an object', { ...base, config: [1, 2] }, 'config'],
+  ]
+  for (const [label, body, field] of cases) {
+    const res = await h.request('POST', '/campaigns', { key: tenant.key, body })
+    t.equal(res.status, 400, label)
+    t.equal(res.body.code, 'BAD_REQUEST', label)
+    t.ok(fieldsOf(res.body).includes(field), `${label}: names ${field} (got ${fieldsOf(res.body)})`)
+  }
+  const malformed = await h.request('POST', '/campaigns', { key: tenant.key, rawBody: '{"name":', headers: { 'content-type': 'application/json' } })
+  t.equal(malformed.status, 400)
+  t.equal(malformed.body.code, 'BAD_REQUEST')
+  const empty = await h.request('POST', '/campaigns', { key: tenant.key })
+  t.equal(empty.status, 400)
+  const list = await h.request('GET', '/campaigns', { key: tenant.key })
+  t.equal(list.body.total, 0, 'nothing was created')
+})
+
+t.test('creating a campaign writes campaign.created to the outbox', async (t) => {
+  const tenant = await h.createTenant()
+  const c = await createCampaign(tenant, { name: 'Outboxed', type: 'triggered' })
+  const rows = await h.app.ctx.sql<{ tenant_id: string; brand_id: string; event: string; data: any; dispatched_at: Date | null }[]>`
+    select tenant_id, brand_id, event, data, dispatched_at from outbox where tenant_id = ${tenant.id}`
+  t.equal(rows.length, 1)
+  const row = rows[0]!
+  t.equal(row.event, 'campaign.created')
+  t.equal(row.brand_id, tenant.brand.id)
+  t.equal(row.dispatched_at, null)
+  t.same(row.data, { campaign_id: c.id, name: 'Outboxed', type: 'triggered', brand_id: tenant.brand.id })
+})
+
+t.test('a refused create writes nothing to the outbox', async (t) => {
+  const tenant = await h.createTenant()
+  await h.request('POST', '/campaigns', { key: tenant.key, body: { name: 'X', type: 'nope', channels: ['email'] } })
+  const rows = await h.app.ctx.sql`select 1 from outbox where tenant_id = ${tenant.id}`
+  t.equal(rows.length, 0)
+})
+
+t.test('GET /campaigns/{id}: 404 for unknown ids, 400 for malformed ones', async (t) => {
+  const tenant = await h.createTenant()
+  const unknown = await h.request('GET', `/campaigns/${UNKNOWN_ID}`, { key: tenant.key })
+  t.equal(unknown.status, 404)
+  t.equal(unknown.body.code, 'NOT_FOUND')
+  const malformed = await h.request('GET', '/campaigns/not-a-uuid', { key: tenant.key })
+  t.equal(malformed.status, 400)
+  t.equal(malformed.body.code, 'BAD_REQUEST')
+})
+
+t.test('GET /campaigns lists newest first with total, limit and offset', async (t) => {
+  const tenant = await h.createTenant()
+  const ids: string[] = []
+  for (let i = 0; i < 25; i++) ids.push((await createCampaign(tenant, { name: `C${i}` })).id)
+  const newestFirst = [...ids].reverse()
+
+  const first = await h.request('GET', '/campaigns', { key: tenant.key })
+  t.equal(first.status, 200)
+  t.same(Object.keys(first.body).sort(), ['campaigns', 'total'])
+  t.equal(first.body.total, 25)
+  t.equal(first.body.campaigns.length, 20, 'limit defaults to 20')
+  t.same(first.body.campaigns.map((c: any) => c.id), newestFirst.slice(0, 20))
+
+  const page = await h.request('GET', '/campaigns', { key: tenant.key, query: { limit: 10, offset: 20 } })
+  t.equal(page.body.total, 25)
+  t.same(page.body.campaigns.map((c: any) => c.id), newestFirst.slice(20))
+
+  const max = await h.request('GET', '/campaigns', { key: tenant.key, query: { limit: 100 } })
+  t.equal(max.body.campaigns.length, 25)
+
+  const beyond = await h.request('GET', '/campaigns', { key: tenant.key, query: { offset: 500 } })
+  t.equal(beyond.status, 200)
+  t.same(beyond.body, { campaigns: [], total: 25 })
+})
+
+t.test('GET /campaigns validates limit, offset and status', async (t) => {
+  const tenant = await h.createTenant()
+  const bad: Record<string, string | number>[] = [
+    { limit: 0 },
+    { limit: 101 },
+    { limit: -5 },
+    { limit: 'ten' },
+    { offset: -1 },
+    { offset: 'x' },
+    { status: 'archived' },
+  ]
+  for (const query of bad) {
+    const res = await h.request('GET', '/campaigns', { key: tenant.key, query })
+    t.equal(res.status, 400, JSON.stringify(query))
+    t.equal(res.body.code, 'BAD_REQUEST')
+    t.ok(fieldsOf(res.body).includes(Object.keys(query)[0]!), `names ${Object.keys(query)[0]}`)
+  }
+})
+
+t.test('GET /campaigns filters by status', async (t) => {
+  const tenant = await h.createTenant()
+  const draft = await campaignIn(tenant, 'draft')
+  const running = await campaignIn(tenant, 'running')
+  const paused = await campaignIn(tenant, 'paused')
+  const cancelled = await campaignIn(tenant, 'cancelled')
+  const expect: Record<string, string[]> = { draft: [draft], running: [running], paused: [paused], cancelled: [cancelled], scheduled: [], completed: [] }
+  for (const [status, ids] of Object.entries(expect)) {
+    const res = await h.request('GET', '/campaigns', { key: tenant.key, query: { status } })
+    t.equal(res.status, 200)
+    t.same(res.body.campaigns.map((c: any) => c.id), ids, status)
+    t.equal(res.body.total, ids.length)
+  }
+  const all = await h.request('GET', '/campaigns', { key: tenant.key })
+  t.equal(all.body.total, 4, 'cancelled campaigns remain listed')
+})
+
+t.test('lists and creates act on the resolved brand', async (t) => {
+  const tenant = await h.createTenant()
+  const second = await tenant.createBrand('second')
+  const inMain = await createCampaign(tenant, { name: 'main' })
+  const viaBody = await createCampaign(tenant, { name: 'second-body', brand: 'second' })
+  const viaHeader = await h.request('POST', '/campaigns', {
+    key: tenant.key,
+    headers: { 'x-brand': second.id },
+    body: { name: 'second-header', type: 'one_shot', channels: ['push'] },
+  })
+  t.equal(viaHeader.status, 201)
+
+  const main = await h.request('GET', '/campaigns', { key: tenant.key })
+  t.same(main.body.campaigns.map((c: any) => c.id), [inMain.id], 'default brand')
+  const secondList = await h.request('GET', '/campaigns', { key: tenant.key, query: { brand: 'second' } })
+  t.same(secondList.body.campaigns.map((c: any) => c.id).sort(), [viaBody.id, viaHeader.body.data.id].sort())
+  const byHeader = await h.request('GET', '/campaigns', { key: tenant.key, headers: { 'x-brand': 'second' } })
+  t.equal(byHeader.body.total, 2)
+
+  const unknownBrand = await h.request('GET', '/campaigns', { key: tenant.key, query: { brand: 'nope' } })
+  t.equal(unknownBrand.status, 400)
+  t.equal(unknownBrand.body.code, 'BAD_REQUEST')
+  const unknownBodyBrand = await h.request('POST', '/campaigns', { key: tenant.key, body: { name: 'x', type: 'one_shot', channels: ['email'], brand: 'nope' } })
+  t.equal(unknownBodyBrand.status, 400)
+
+  // By id, a tenant-wide key finds campaigns of every brand.
+  const other = await h.request('GET', `/campaigns/${viaBody.id}`, { key: tenant.key })
+  t.equal(other.status, 200)
+})
+
+t.test('a tenant with no brand gets 400 on list and create', async (t) => {
+  const tenant = await h.createTenant({ brand: null })
+  const list = await h.request('GET', '/campaigns', { key: tenant.key })
+  t.equal(list.status, 400)
+  t.equal(list.body.code, 'BAD_REQUEST')
+  const create = await h.request('POST', '/campaigns', { key: tenant.key, body: { name: 'x', type: 'one_shot', channels: ['email'] } })
+  t.equal(create.status, 400)
+})
+
+t.test('PATCH /campaigns/{id} updates fields', async (t) => {
+  const tenant = await h.createTenant()
+  const c = await createCampaign(tenant, { description: 'old', target_segment_id: SEGMENT_ID, config: { a: 1 }, schedule: { at: 'x' } })
+  await new Promise((r) => setTimeout(r, 5))
+  const res = await h.request('PATCH', `/campaigns/${c.id}`, {
+    key: tenant.key,
+    body: { name: 'Renamed', description: null, channels: ['push', 'in_app'], target_segment_id: null, config: { b: 2 }, schedule: {} },
+  })
+  t.equal(res.status, 200)
+  const u = res.body.data
+  t.equal(u.name, 'Renamed')
+  t.equal(u.description, null)
+  t.same(u.channels, ['push', 'in_app'])
+  t.equal(u.target_segment_id, null)
+  t.same(u.config, { b: 2 }, 'config is replaced, not merged')
+  t.same(u.schedule, {})
+  t.equal(u.status, 'draft')
+  t.equal(u.created_at, c.created_at)
+  t.ok(Date.parse(u.updated_at) > Date.parse(c.updated_at), 'updated_at moves')
+
+  const partial = await h.request('PATCH', `/campaigns/${c.id}`, { key: tenant.key, body: { description: 'new', target_segment_id: SEGMENT_ID } })
+  t.equal(partial.body.data.name, 'Renamed', 'untouched fields stay')
+  t.equal(partial.body.data.description, 'new')
+  t.equal(partial.body.data.target_segment_id, SEGMENT_ID)
+
+  const noop = await h.request('PATCH', `/campaigns/${c.id}`, { key: tenant.key, body: {} })
+  t.equal(noop.status, 200)
+  t.same(noop.body.data, partial.body.data, 'an empty patch changes nothing')
+
+  const got = await h.request('GET', `/campaigns/${c.id}`, { key: tenant.key })
+  t.same(got.body.data, partial.body.data)
+})
+
+t.test('PATCH /campaigns/{id} validates its body', async (t) => {
+  const tenant = await h.createTenant()
+  const c = await createCampaign(tenant)
+  const cases: [string, unknown, string][] = [
+    ['empty channels', { channels: [] }, 'channels'],
+    ['unknown channel', { channels: ['fax'] }, 'channels.0'],
+    ['unknown status', { status: 'archived' }, 'status'],
+    ['target_segment_id not a uuid', { target_segment_id: '123' }, 'target_segment_id'],
+    ['empty name', { name: '' }, 'name'],
+    ['name null', { name: null }, 'name'],
+    ['config not an object', { config: 'x' }, 'config'],
+    ['schedule null', { schedule: null }, 'schedule'],
+  ]
+  for (const [label, body, field] of cases) {
+    const res = await h.request('PATCH', `/campaigns/${c.id}`, { key: tenant.key, body })
+    t.equal(res.status, 400, label)
+    t.equal(res.body.code, 'BAD_REQUEST', label)
+    t.ok(fieldsOf(res.body).includes(field), `${label}: names ${field} (got ${fieldsOf(res.body)})`)
+  }
+  const unknown = await h.request('PATCH', `/campaigns/${UNKNOWN_ID}`, { key: tenant.key, body: { name: 'x' } })
+  t.equal(unknown.status, 404)
+  t.equal(unknown.body.code, 'NOT_FOUND')
+  const got = await h.request('GET', `/campaigns/${c.id}`, { key: tenant.key })
+  t.same(got.body.data, c, 'nothing changed')
+})
+
+t.test('every allowed status move of the spec table succeeds through PATCH', async (t) => {
+  const tenant = await h.createTenant()
+  const moves: [string, string][] = [
+    ['draft', 'scheduled'],
+    ['draft', 'running'],
+    ['scheduled', 'running'],
+    ['scheduled', 'cancelled'],
+    ['running', 'paused'],
+    ['running', 'cancelled'],
+    ['paused', 'running'],
+    ['paused', 'cancelled'],
+  ]
+  for (const [from, to] of moves) {
+    const id = await campaignIn(tenant, from)
+    const res = await h.request('PATCH', `/campaigns/${id}`, { key: tenant.key, body: { status: to } })
+    t.equal(res.status, 200, `${from} → ${to}`)
+    t.equal(res.body.data.status, to)
+  }
+})
+
+t.test('disallowed status moves are 400 with details { from, to, allowed }', async (t) => {
+  const tenant = await h.createTenant()
+  const moves: [string, string, string[]][] = [
+    ['draft', 'paused', ['scheduled', 'running']],
+    ['draft', 'cancelled', ['scheduled', 'running']],
+    ['draft', 'completed', ['scheduled', 'running']],
+    ['draft', 'draft', ['scheduled', 'running']],
+    ['scheduled', 'draft', ['running', 'cancelled']],
+    ['scheduled', 'paused', ['running', 'cancelled']],
+    ['running', 'draft', ['paused', 'cancelled']],
+    ['running', 'scheduled', ['paused', 'cancelled']],
+    ['running', 'completed', ['paused', 'cancelled']],
+    ['running', 'running', ['paused', 'cancelled']],
+    ['paused', 'scheduled', ['running', 'cancelled']],
+    ['paused', 'paused', ['running', 'cancelled']],
+    ['completed', 'running', []],
+    ['completed', 'cancelled', []],
+    ['completed', 'draft', []],
+    ['cancelled', 'running', []],
+    ['cancelled', 'draft', []],
+    ['cancelled', 'scheduled', []],
+    ['cancelled', 'cancelled', []],
+  ]
+  for (const [from, to, allowed] of moves) {
+    const id = await campaignIn(tenant, from)
+    const res = await h.request('PATCH', `/campaigns/${id}`, { key: tenant.key, body: { status: to, name: 'should not stick' } })
+    t.equal(res.status, 400, `${from} → ${to}`)
+    t.equal(res.body.code, 'BAD_REQUEST')
+    t.same(res.body.details, { from, to, allowed }, `${from} → ${to} details`)
+    const got = await h.request('GET', `/campaigns/${id}`, { key: tenant.key })
+    t.equal(got.body.data.status, from, 'status unchanged')
+    t.equal(got.body.data.name, 'Welcome', 'other fields of a refused patch are not applied')
+  }
+})
+
+t.test('a status move can carry other field changes', async (t) => {
+  const tenant = await h.createTenant()
+  const c = await createCampaign(tenant)
+  const res = await h.request('PATCH', `/campaigns/${c.id}`, { key: tenant.key, body: { status: 'scheduled', schedule: { at: '2027-01-01T00:00:00Z' } } })
+  t.equal(res.status, 200)
+  t.equal(res.body.data.status, 'scheduled')
+  t.same(res.body.data.schedule, { at: '2027-01-01T00:00:00Z' })
+})
+
+t.test('DELETE /campaigns/{id} is a soft cancel where the table allows cancelled', async (t) => {
+  const tenant = await h.createTenant()
+  for (const from of ['scheduled', 'running', 'paused']) {
+    const id = await campaignIn(tenant, from)
+    const res = await h.request('DELETE', `/campaigns/${id}`, { key: tenant.key })
+    t.equal(res.status, 200, `DELETE from ${from}`)
+    t.equal(res.body.data.id, id)
+    t.equal(res.body.data.status, 'cancelled')
+    const got = await h.request('GET', `/campaigns/${id}`, { key: tenant.key })
+    t.equal(got.status, 200, 'the record remains')
+    t.equal(got.body.data.status, 'cancelled')
+  }
+  const listed = await h.request('GET', '/campaigns', { key: tenant.key, query: { status: 'cancelled' } })
+  t.equal(listed.body.total, 3)
+})
+
+t.test('DELETE from draft or a terminal status is 400 with details', async (t) => {
+  const tenant = await h.createTenant()
+  for (const from of ['draft', 'completed', 'cancelled']) {
+    const id = await campaignIn(tenant, from)
+    const res = await h.request('DELETE', `/campaigns/${id}`, { key: tenant.key })
+    t.equal(res.status, 400, `DELETE from ${from}`)
+    t.equal(res.body.code, 'BAD_REQUEST')
+    t.same(res.body.details, { from, to: 'cancelled', allowed: from === 'draft' ? ['scheduled', 'running'] : [] })
+    const got = await h.request('GET', `/campaigns/${id}`, { key: tenant.key })
+    t.equal(got.body.data.status, from)
+  }
+  const unknown = await h.request('DELETE', `/campaigns/${UNKNOWN_ID}`, { key: tenant.key })
+  t.equal(unknown.status, 404)
+  const malformed = await h.request('DELETE', '/campaigns/123', { key: tenant.key })
+  t.equal(malformed.status, 400)
+})
+
+t.test('concurrent identical moves: exactly one succeeds', async (t) => {
+  const tenant = await h.createTenant()
+  const id = await campaignIn(tenant, 'running')
+  const results = await Promise.all(
+    Array.from({ length: 6 }, () => h.request('PATCH', `/campaigns/${id}`, { key: tenant.key, body: { status: 'paused' } })),
+  )
+  t.same(results.map((r) => r.status).sort(), [200, 400, 400, 400, 400, 400])
+  for (const r of results.filter((x) => x.status === 400)) t.same(r.body.details, { from: 'paused', to: 'paused', allowed: ['running', 'cancelled'] })
+  const cancels = await Promise.all(Array.from({ length: 4 }, () => h.request('DELETE', `/campaigns/${id}`, { key: tenant.key })))
+  t.same(cancels.map((r) => r.status).sort(), [200, 400, 400, 400])
+})
+
+t.test("another tenant's key gets 404 on every by-id route", async (t) => {
+  const owner = await h.createTenant()
+  const stranger = await h.createTenant()
+  const id = await campaignIn(owner, 'running')
+  for (const [method, body] of [['GET'], ['PATCH', { name: 'hijack' }], ['PATCH', { status: 'paused' }], ['DELETE']] as [string, unknown?][]) {
+    const res = await h.request(method, `/campaigns/${id}`, { key: stranger.key, body })
+    t.equal(res.status, 404, method)
+    t.equal(res.body.code, 'NOT_FOUND')
+  }
+  const list = await h.request('GET', '/campaigns', { key: stranger.key })
+  t.same(list.body, { campaigns: [], total: 0 })
+  // The stranger naming the owner's brand is an unknown brand, not a way in.
+  const viaBrand = await h.request('GET', '/campaigns', { key: stranger.key, query: { brand: owner.brand.id } })
+  t.equal(viaBrand.status, 400)
+  const got = await h.request('GET', `/campaigns/${id}`, { key: owner.key })
+  t.equal(got.body.data.status, 'running')
+  t.equal(got.body.data.name, 'Welcome')
+})
+
+t.test('a brand-pinned key sees and writes only its own brand', async (t) => {
+  const tenant = await h.createTenant()
+  const second = await tenant.createBrand('second')
+  const pinned = await tenant.createKey({ brand: second.slug })
+  const inMain = await campaignIn(tenant, 'running')
+
+  for (const [method, body] of [['GET'], ['PATCH', { name: 'x' }], ['DELETE']] as [string, unknown?][]) {
+    const res = await h.request(method, `/campaigns/${inMain}`, { key: pinned.key, body })
+    t.equal(res.status, 404, `${method} on another brand's campaign`)
+  }
+
+  // Creates go to the pinned brand whatever the hints say.
+  const created = await h.request('POST', '/campaigns', {
+    key: pinned.key,
+    headers: { 'x-brand': tenant.brand.slug },
+    body: { name: 'pinned', type: 'one_shot', channels: ['email'], brand: tenant.brand.slug },
+  })
+  t.equal(created.status, 201)
+  const row = await h.app.ctx.sql<{ brand_id: string }[]>`select brand_id from campaigns where id = ${created.body.data.id}`
+  t.equal(row[0]!.brand_id, second.id)
+
+  const list = await h.request('GET', '/campaigns', { key: pinned.key, query: { brand: tenant.brand.slug } })
+  t.same(list.body.campaigns.map((c: any) => c.id), [created.body.data.id])
+  t.equal(list.body.total, 1)
+
+  const own = await h.request('PATCH', `/campaigns/${created.body.data.id}`, { key: pinned.key, body: { status: 'running' } })
+  t.equal(own.status, 200)
+  const ownDelete = await h.request('DELETE', `/campaigns/${created.body.data.id}`, { key: pinned.key })
+  t.equal(ownDelete.status, 200)
+
+  const tenantWide = await h.request('GET', `/campaigns/${created.body.data.id}`, { key: tenant.key })
+  t.equal(tenantWide.status, 200, 'a tenant-wide key sees every brand')
+})
+
+t.test('a read-only key may read but not write', async (t) => {
+  const tenant = await h.createTenant()
+  const ro = await tenant.createKey({ scopes: ['read'] })
+  const id = await campaignIn(tenant, 'running')
+  t.equal((await h.request('GET', '/campaigns', { key: ro.key })).status, 200)
+  t.equal((await h.request('GET', `/campaigns/${id}`, { key: ro.key })).status, 200)
+  const writes: [string, string, unknown?][] = [
+    ['POST', '/campaigns', { name: 'x', type: 'one_shot', channels: ['email'] }],
+    ['PATCH', `/campaigns/${id}`, { status: 'paused' }],
+    ['DELETE', `/campaigns/${id}`],
+  ]
+  for (const [method, path, body] of writes) {
+    const res = await h.request(method, path, { key: ro.key, body })
+    t.equal(res.status, 403, `${method} ${path}`)
+    t.equal(res.body.code, 'FORBIDDEN')
+  }
+  const ingest = await tenant.createKey({ scopes: ['events:write'] })
+  t.equal((await h.request('GET', '/campaigns', { key: ingest.key })).status, 403, 'an ingestion-only key cannot read')
+  const got = await h.request('GET', `/campaigns/${id}`, { key: tenant.key })
+  t.equal(got.body.data.status, 'running')
+})
+
+t.test('a missing or wrong key is 401', async (t) => {
+  t.equal((await h.request('GET', '/campaigns')).status, 401)
+  t.equal((await h.request('POST', '/campaigns', { body: { name: 'x', type: 'one_shot', channels: ['email'] } })).status, 401)
+  const res = await h.request('GET', `/campaigns/${UNKNOWN_ID}`, { key: 'rsp_wrongwrongwrongwrongwrongwrongwrong' })
+  t.equal(res.status, 401)
+  t.equal(res.body.code, 'UNAUTHORIZED')
+})
+
+t.test('the OpenAPI document lists every campaign route', async (t) => {
+  const res = await h.request('GET', '/openapi.json')
+  t.equal(res.status, 200)
+  const paths = res.body.paths
+  t.same(Object.keys(paths['/api/v1/campaigns']).sort(), ['get', 'post'])
+  t.same(Object.keys(paths['/api/v1/campaigns/{id}']).sort(), ['delete', 'get', 'patch'])
+  t.ok(res.body.components.schemas.Campaign, 'Campaign schema')
+  t.equal(paths['/api/v1/campaigns'].post.requestBody.content['application/json'].schema.properties.channels.minItems, 1)
+})

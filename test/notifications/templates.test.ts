@@ -1,0 +1,328 @@
+import t from 'tap'
+import { startHarness, type TestTenant } from '../helpers/harness.ts'
+
+const h = await startHarness(t)
+
+const UNKNOWN_ID = '00000000-0000-4000-8000-000000000000'
+
+async function createTemplate(tenant: TestTenant, body: Record<string, unknown> = {}, key = tenant.key) {
+  const res = await h.request('POST', '/notifications/templates', {
+    key,
+    body: { name: 'Welcome', channel: 'email', body: 'Hello {{first_name}}', ...body },
+  })
+  if (res.status !== 201) throw new Error(`create failed: ${res.status} ${res.text}`)
+  return res.body.data
+}
+
+const fieldsOf = (body: any) => (body.details?.errors ?? []).map((e: { field: string }) => e.field)
+
+t.test('POST /notifications/templates creates an active template with defaults', async (t) => {
+  const tenant = await h.createTenant()
+  const res = await h.request('POST', '/notifications/templates', {
+    key: tenant.key,
+    body: { name: 'Welcome', channel: 'email', body: 'Hello {{first_name}}, here is {{ bonus_amount }}' },
+  })
+  t.equal(res.status, 201)
+  const tpl = res.body.data
+  t.match(tpl.id, /^[0-9a-f-]{36}$/)
+  t.same(Object.keys(tpl).sort(), ['active', 'body', 'channel', 'created_at', 'id', 'locale', 'name', 'subject', 'updated_at', 'variables'])
+  t.equal(tpl.name, 'Welcome')
+  t.equal(tpl.channel, 'email')
+  t.equal(tpl.locale, 'en', 'locale defaults to en')
+  t.equal(tpl.subject, null)
+  t.equal(tpl.body, 'Hello {{first_name}}, here is {{ bonus_amount }}')
+  t.same(tpl.variables, ['first_name', 'bonus_amount'])
+  t.equal(tpl.active, true)
+  t.ok(!Number.isNaN(Date.parse(tpl.created_at)))
+  const got = await h.request('GET', `/notifications/templates/${tpl.id}`, { key: tenant.key })
+  t.equal(got.status, 200)
+  t.same(got.body.data, tpl)
+})
+
+t.test('variables come from subject and body, united with declared variables', async (t) => {
+  const tenant = await h.createTenant()
+  const tpl = await createTemplate(tenant, {
+    subject: '{{first_name}}, your {{offer}} awaits',
+    body: 'Use code {{code}} before {{expiry}}. {{first_name}}',
+    variables: ['code', 'unsubscribe_url'],
+    locale: 'it',
+  })
+  t.same(tpl.variables, ['first_name', 'offer', 'code', 'expiry', 'unsubscribe_url'])
+  t.equal(tpl.locale, 'it')
+  t.equal(tpl.subject, '{{first_name}}, your {{offer}} awaits')
+
+  const none = await createTemplate(tenant, { body: 'No placeholders here' })
+  t.same(none.variables, [])
+  const declaredOnly = await createTemplate(tenant, { body: 'plain', variables: ['a', 'a', 'b'] })
+  t.same(declaredOnly.variables, ['a', 'b'], 'declared names are de-duplicated')
+})
+
+t.test('every channel and locale is accepted', async (t) => {
+  const tenant = await h.createTenant()
+  for (const channel of ['email', 'telegram', 'push', 'in_app']) {
+    for (const locale of ['en', 'it', 'es']) {
+      const tpl = await createTemplate(tenant, { channel, locale })
+      t.equal(tpl.channel, channel)
+      t.equal(tpl.locale, locale)
+    }
+  }
+})
+
+t.test('POST /notifications/templates validates its body', async (t) => {
+  const tenant = await h.createTenant()
+  const base = { name: 'X', channel: 'email', body: 'hi' }
+  const cases: [string, unknown, string][] = [
+    ['name missing', { channel: 'email', body: 'hi' }, 'name'],
+    ['channel missing', { name: 'X', body: 'hi' }, 'channel'],
+    ['body missing', { name: 'X', channel: 'email' }, 'body'],
+    ['empty name', { ...base, name: '' }, 'name'],
+    ['empty body', { ...base, body: '' }, 'body'],
+    ['unknown channel', { ...base, channel: 'sms' }, 'channel'],
+    ['unknown locale', { ...base, locale: 'fr' }, 'locale'],
+    ['subject not a string', { ...base, subject: 12 }, 'subject'],
+    ['variables not an array', { ...base, variables: 'name' }, 'variables'],
+    ['variables not strings', { ...base, variables: ['ok', 3] }, 'variables.1'],
+    ['body not a string', { ...base, body: 7 }, 'body'],
+  ]
+  for (const [label, body, field] of cases) {
+    const res = await h.request('POST', '/notifications/templates', { key: tenant.key, body })
+    t.equal(res.status, 400, label)
+    t.equal(res.body.code, 'BAD_REQUEST', label)
+    t.ok(fieldsOf(res.body).includes(field), `${label}: names ${field} (got ${fieldsOf(res.body)})`)
+  }
+  const list = await h.request('GET', '/notifications/templates', { key: tenant.key })
+  t.equal(list.body.total, 0, 'nothing was created')
+})
+
+t.test('GET /notifications/templates pages newest first with total', async (t) => {
+  const tenant = await h.createTenant()
+  const ids: string[] = []
+  for (let i = 0; i < 23; i++) ids.push((await createTemplate(tenant, { name: `T${i}` })).id)
+  const newestFirst = [...ids].reverse()
+  const first = await h.request('GET', '/notifications/templates', { key: tenant.key })
+  t.equal(first.status, 200)
+  t.same(Object.keys(first.body).sort(), ['templates', 'total'])
+  t.equal(first.body.total, 23)
+  t.same(first.body.templates.map((x: any) => x.id), newestFirst.slice(0, 20), 'limit defaults to 20')
+  const rest = await h.request('GET', '/notifications/templates', { key: tenant.key, query: { limit: 5, offset: 20 } })
+  t.same(rest.body.templates.map((x: any) => x.id), newestFirst.slice(20))
+  t.equal(rest.body.total, 23)
+  const beyond = await h.request('GET', '/notifications/templates', { key: tenant.key, query: { offset: 23 } })
+  t.same(beyond.body, { templates: [], total: 23 })
+})
+
+t.test('GET /notifications/templates validates its query', async (t) => {
+  const tenant = await h.createTenant()
+  const bad: Record<string, string | number>[] = [
+    { limit: 0 },
+    { limit: 101 },
+    { offset: -1 },
+    { channel: 'sms' },
+    { active: 'maybe' },
+  ]
+  for (const query of bad) {
+    const res = await h.request('GET', '/notifications/templates', { key: tenant.key, query })
+    t.equal(res.status, 400, JSON.stringify(query))
+    t.equal(res.body.code, 'BAD_REQUEST')
+    t.ok(fieldsOf(res.body).includes(Object.keys(query)[0]!), `names ${Object.keys(query)[0]}`)
+  }
+  const ok = await h.request('GET', '/notifications/templates', { key: tenant.key, query: { limit: 100, offset: 0 } })
+  t.equal(ok.status, 200)
+})
+
+t.test('the list filters by channel and by active (default true)', async (t) => {
+  const tenant = await h.createTenant()
+  const email = await createTemplate(tenant, { channel: 'email' })
+  const push = await createTemplate(tenant, { channel: 'push' })
+  const gone = await createTemplate(tenant, { channel: 'push' })
+  t.equal((await h.request('DELETE', `/notifications/templates/${gone.id}`, { key: tenant.key })).status, 200)
+
+  const active = await h.request('GET', '/notifications/templates', { key: tenant.key })
+  t.same(active.body.templates.map((x: any) => x.id), [push.id, email.id])
+  t.equal(active.body.total, 2)
+  const explicitTrue = await h.request('GET', '/notifications/templates', { key: tenant.key, query: { active: true } })
+  t.same(explicitTrue.body, active.body)
+  const inactive = await h.request('GET', '/notifications/templates', { key: tenant.key, query: { active: false } })
+  t.same(inactive.body.templates.map((x: any) => x.id), [gone.id])
+  t.equal(inactive.body.total, 1)
+  t.equal(inactive.body.templates[0].active, false)
+  const pushOnly = await h.request('GET', '/notifications/templates', { key: tenant.key, query: { channel: 'push' } })
+  t.same(pushOnly.body.templates.map((x: any) => x.id), [push.id])
+  const inactivePush = await h.request('GET', '/notifications/templates', { key: tenant.key, query: { channel: 'push', active: false } })
+  t.same(inactivePush.body.templates.map((x: any) => x.id), [gone.id])
+  const telegram = await h.request('GET', '/notifications/templates', { key: tenant.key, query: { channel: 'telegram' } })
+  t.same(telegram.body, { templates: [], total: 0 })
+})
+
+t.test('lists and creates act on the resolved brand', async (t) => {
+  const tenant = await h.createTenant()
+  const second = await tenant.createBrand('second')
+  const main = await createTemplate(tenant)
+  const inSecond = await createTemplate(tenant, { brand: second.id })
+  const mainList = await h.request('GET', '/notifications/templates', { key: tenant.key })
+  t.same(mainList.body.templates.map((x: any) => x.id), [main.id])
+  const secondList = await h.request('GET', '/notifications/templates', { key: tenant.key, headers: { 'x-brand': 'second' } })
+  t.same(secondList.body.templates.map((x: any) => x.id), [inSecond.id])
+  const unknown = await h.request('GET', '/notifications/templates', { key: tenant.key, query: { brand: 'nope' } })
+  t.equal(unknown.status, 400)
+  t.equal((await h.request('GET', `/notifications/templates/${inSecond.id}`, { key: tenant.key })).status, 200)
+})
+
+t.test('PATCH re-extracts variables when subject or body change', async (t) => {
+  const tenant = await h.createTenant()
+  const tpl = await createTemplate(tenant, { subject: 'Hi {{name}}', body: 'Code {{code}}', variables: ['extra'] })
+  t.same(tpl.variables, ['name', 'code', 'extra'])
+
+  const body = await h.request('PATCH', `/notifications/templates/${tpl.id}`, { key: tenant.key, body: { body: 'Amount {{amount}}' } })
+  t.equal(body.status, 200)
+  t.equal(body.body.data.body, 'Amount {{amount}}')
+  t.same(body.body.data.variables, ['name', 'amount', 'extra'], 'stale placeholders drop out; declared names stay')
+
+  const subject = await h.request('PATCH', `/notifications/templates/${tpl.id}`, { key: tenant.key, body: { subject: null } })
+  t.equal(subject.body.data.subject, null)
+  t.same(subject.body.data.variables, ['amount', 'extra'])
+
+  const declared = await h.request('PATCH', `/notifications/templates/${tpl.id}`, { key: tenant.key, body: { variables: ['x'] } })
+  t.same(declared.body.data.variables, ['amount', 'x'], 'new declared names replace the old ones')
+
+  const cleared = await h.request('PATCH', `/notifications/templates/${tpl.id}`, { key: tenant.key, body: { variables: [] } })
+  t.same(cleared.body.data.variables, ['amount'], 'placeholders always stay')
+
+  const rename = await h.request('PATCH', `/notifications/templates/${tpl.id}`, { key: tenant.key, body: { name: 'Renamed' } })
+  t.same(rename.body.data.variables, ['amount'], 'other changes leave variables alone')
+})
+
+t.test('PATCH updates any field and keeps the rest', async (t) => {
+  const tenant = await h.createTenant()
+  const tpl = await createTemplate(tenant, { subject: 'S' })
+  await new Promise((r) => setTimeout(r, 5))
+  const res = await h.request('PATCH', `/notifications/templates/${tpl.id}`, {
+    key: tenant.key,
+    body: { name: 'Push version', channel: 'push', locale: 'es', active: false },
+  })
+  t.equal(res.status, 200)
+  const u = res.body.data
+  t.equal(u.name, 'Push version')
+  t.equal(u.channel, 'push')
+  t.equal(u.locale, 'es')
+  t.equal(u.active, false)
+  t.equal(u.subject, 'S')
+  t.equal(u.body, tpl.body)
+  t.same(u.variables, tpl.variables)
+  t.equal(u.created_at, tpl.created_at)
+  t.ok(Date.parse(u.updated_at) > Date.parse(tpl.updated_at))
+  const reactivated = await h.request('PATCH', `/notifications/templates/${tpl.id}`, { key: tenant.key, body: { active: true } })
+  t.equal(reactivated.body.data.active, true)
+  const noop = await h.request('PATCH', `/notifications/templates/${tpl.id}`, { key: tenant.key, body: {} })
+  t.equal(noop.status, 200)
+  t.same(noop.body.data, reactivated.body.data)
+})
+
+t.test('PATCH validates its body', async (t) => {
+  const tenant = await h.createTenant()
+  const tpl = await createTemplate(tenant)
+  const cases: [string, unknown, string][] = [
+    ['unknown channel', { channel: 'fax' }, 'channel'],
+    ['unknown locale', { locale: 'de' }, 'locale'],
+    ['empty body', { body: '' }, 'body'],
+    ['body null', { body: null }, 'body'],
+    ['active not boolean', { active: 'yes' }, 'active'],
+    ['variables not strings', { variables: [1] }, 'variables.0'],
+    ['empty name', { name: '' }, 'name'],
+  ]
+  for (const [label, body, field] of cases) {
+    const res = await h.request('PATCH', `/notifications/templates/${tpl.id}`, { key: tenant.key, body })
+    t.equal(res.status, 400, label)
+    t.equal(res.body.code, 'BAD_REQUEST')
+    t.ok(fieldsOf(res.body).includes(field), `${label}: names ${field} (got ${fieldsOf(res.body)})`)
+  }
+  const got = await h.request('GET', `/notifications/templates/${tpl.id}`, { key: tenant.key })
+  t.same(got.body.data, tpl, 'nothing changed')
+})
+
+t.test('DELETE deactivates: the template stays readable with active false', async (t) => {
+  const tenant = await h.createTenant()
+  const tpl = await createTemplate(tenant)
+  const res = await h.request('DELETE', `/notifications/templates/${tpl.id}`, { key: tenant.key })
+  t.equal(res.status, 200)
+  t.equal(res.body.data.id, tpl.id)
+  t.equal(res.body.data.active, false)
+  const got = await h.request('GET', `/notifications/templates/${tpl.id}`, { key: tenant.key })
+  t.equal(got.status, 200)
+  t.equal(got.body.data.active, false)
+  const again = await h.request('DELETE', `/notifications/templates/${tpl.id}`, { key: tenant.key })
+  t.equal(again.status, 200, 'deleting again is harmless')
+  t.equal(again.body.data.active, false)
+})
+
+t.test('by-id routes: 404 for unknown ids, 400 for malformed ones', async (t) => {
+  const tenant = await h.createTenant()
+  for (const [method, body] of [['GET'], ['PATCH', { name: 'x' }], ['DELETE']] as [string, unknown?][]) {
+    const unknown = await h.request(method, `/notifications/templates/${UNKNOWN_ID}`, { key: tenant.key, body })
+    t.equal(unknown.status, 404, method)
+    t.equal(unknown.body.code, 'NOT_FOUND')
+    const malformed = await h.request(method, '/notifications/templates/abc', { key: tenant.key, body })
+    t.equal(malformed.status, 400, method)
+    t.equal(malformed.body.code, 'BAD_REQUEST')
+  }
+})
+
+t.test("another tenant's key gets 404, and its lists stay empty", async (t) => {
+  const owner = await h.createTenant()
+  const stranger = await h.createTenant()
+  const tpl = await createTemplate(owner)
+  for (const [method, body] of [['GET'], ['PATCH', { name: 'hijack' }], ['DELETE']] as [string, unknown?][]) {
+    const res = await h.request(method, `/notifications/templates/${tpl.id}`, { key: stranger.key, body })
+    t.equal(res.status, 404, method)
+    t.equal(res.body.code, 'NOT_FOUND')
+  }
+  const list = await h.request('GET', '/notifications/templates', { key: stranger.key })
+  t.same(list.body, { templates: [], total: 0 })
+  const got = await h.request('GET', `/notifications/templates/${tpl.id}`, { key: owner.key })
+  t.same(got.body.data, tpl, 'untouched')
+})
+
+t.test('a brand-pinned key sees and writes only its own brand', async (t) => {
+  const tenant = await h.createTenant()
+  const second = await tenant.createBrand('second')
+  const pinned = await tenant.createKey({ brand: second.id })
+  const inMain = await createTemplate(tenant)
+  for (const [method, body] of [['GET'], ['PATCH', { name: 'x' }], ['DELETE']] as [string, unknown?][]) {
+    const res = await h.request(method, `/notifications/templates/${inMain.id}`, { key: pinned.key, body })
+    t.equal(res.status, 404, method)
+  }
+  const own = await createTemplate(tenant, { brand: tenant.brand.slug }, pinned.key)
+  const row = await h.app.ctx.sql<{ brand_id: string }[]>`select brand_id from notification_templates where id = ${own.id}`
+  t.equal(row[0]!.brand_id, second.id, 'the pin wins over the body hint')
+  const list = await h.request('GET', '/notifications/templates', { key: pinned.key, headers: { 'x-brand': tenant.brand.slug } })
+  t.same(list.body.templates.map((x: any) => x.id), [own.id])
+  t.equal((await h.request('PATCH', `/notifications/templates/${own.id}`, { key: pinned.key, body: { name: 'mine' } })).status, 200)
+  t.equal((await h.request('GET', `/notifications/templates/${inMain.id}`, { key: tenant.key })).body.data.active, true)
+})
+
+t.test('a read-only key may read but not write', async (t) => {
+  const tenant = await h.createTenant()
+  const ro = await tenant.createKey({ scopes: ['read'] })
+  const tpl = await createTemplate(tenant)
+  t.equal((await h.request('GET', '/notifications/templates', { key: ro.key })).status, 200)
+  t.equal((await h.request('GET', `/notifications/templates/${tpl.id}`, { key: ro.key })).status, 200)
+  const writes: [string, string, unknown?][] = [
+    ['POST', '/notifications/templates', { name: 'x', channel: 'email', body: 'b' }],
+    ['PATCH', `/notifications/templates/${tpl.id}`, { name: 'y' }],
+    ['DELETE', `/notifications/templates/${tpl.id}`],
+  ]
+  for (const [method, path, body] of writes) {
+    const res = await h.request(method, path, { key: ro.key, body })
+    t.equal(res.status, 403, `${method} ${path}`)
+    t.equal(res.body.code, 'FORBIDDEN')
+  }
+  t.equal((await h.request('GET', '/notifications/templates')).status, 401, 'no key')
+})
+
+t.test('the OpenAPI document lists every template route', async (t) => {
+  const res = await h.request('GET', '/openapi.json')
+  const paths = res.body.paths
+  t.same(Object.keys(paths['/api/v1/notifications/templates']).sort(), ['get', 'post'])
+  t.same(Object.keys(paths['/api/v1/notifications/templates/{id}']).sort(), ['delete', 'get', 'patch'])
+  t.ok(res.body.components.schemas.NotificationTemplate)
+})
