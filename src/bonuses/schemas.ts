@@ -1,6 +1,6 @@
 // Bonus definitions.
 import Type, { type Static } from 'typebox'
-import { BrandField, patchOf } from '../gamification/schemas.ts'
+import { BrandField, INT4_MAX, patchOf } from '../gamification/schemas.ts'
 import { DateTime, FreeObject, Nullable, Uuid } from '../lib/schemas.ts'
 
 export const BONUS_TYPES = ['welcome', 'reload', 'cashback', 'free_spins', 'no_deposit', 'custom'] as const
@@ -30,7 +30,7 @@ export const CreateBonusBody = Type.Object({
   value_type: Type.String({ minLength: 1, maxLength: 64, description: 'free string, e.g. fixed, percent, spins' }),
   wagering_requirement: Type.Optional(Type.Number({ minimum: 0, default: 0 })),
   config: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { default: {} })),
-  expires_in_hours: Type.Optional(Nullable(Type.Integer({ minimum: 1 }))),
+  expires_in_hours: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: INT4_MAX }))),
   active: Type.Optional(Type.Boolean({ default: true })),
   brand: Type.Optional(BrandField),
 })

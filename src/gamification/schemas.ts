@@ -17,6 +17,9 @@ export function patchOf<T extends TObject>(create: T): TObject {
   return clone as unknown as TObject
 }
 
+/** Largest value of a PostgreSQL integer column. */
+export const INT4_MAX = 2147483647
+
 const text = (max = 200) => Type.String({ minLength: 1, maxLength: max })
 
 // Levels
@@ -35,9 +38,9 @@ export const Level = Type.Object(
 export type Level = Static<typeof Level>
 export const CreateLevelBody = Type.Object({
   name: text(),
-  tier: Type.Integer({ minimum: 1 }),
-  min_points: Type.Integer({ minimum: 0 }),
-  max_points: Type.Optional(Nullable(Type.Integer({ minimum: 0 }))),
+  tier: Type.Integer({ minimum: 1, maximum: INT4_MAX }),
+  min_points: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }),
+  max_points: Type.Optional(Nullable(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }))),
   benefits: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { default: {} })),
   brand: Type.Optional(BrandField),
 })
@@ -75,7 +78,7 @@ export const CreateMissionBody = Type.Object({
   status: Type.Optional(Type.Union(MISSION_STATUSES.map((v) => Type.Literal(v)), { default: 'active' })),
   rules: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { default: {} })),
   rewards: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { default: {} })),
-  max_completions_per_player: Type.Optional(Nullable(Type.Integer({ minimum: 1 }))),
+  max_completions_per_player: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: INT4_MAX }))),
   starts_at: Type.Optional(Nullable(DateTime)),
   ends_at: Type.Optional(Nullable(DateTime)),
   brand: Type.Optional(BrandField),

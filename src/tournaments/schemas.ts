@@ -1,6 +1,6 @@
 // Tournament definitions.
 import Type, { type Static } from 'typebox'
-import { BrandField, patchOf } from '../gamification/schemas.ts'
+import { BrandField, INT4_MAX, patchOf } from '../gamification/schemas.ts'
 import { DateTime, FreeObject, Nullable, Uuid } from '../lib/schemas.ts'
 
 export const TOURNAMENT_STATUSES = ['draft', 'active', 'ended', 'cancelled'] as const
@@ -29,7 +29,7 @@ export const CreateTournamentBody = Type.Object({
   status: Type.Optional(Type.Union(TOURNAMENT_STATUSES.map((v) => Type.Literal(v)), { default: 'draft' })),
   game_config: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { default: {} })),
   prize_pool: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { default: {} })),
-  max_participants: Type.Optional(Nullable(Type.Integer({ minimum: 1 }))),
+  max_participants: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: INT4_MAX }))),
   starts_at: Type.Optional(Nullable(DateTime)),
   ends_at: Type.Optional(Nullable(DateTime)),
   brand: Type.Optional(BrandField),

@@ -87,7 +87,7 @@ t.test('missions are paged: defaults page 1 / limit 20, pages, empty pages past 
   t.same(small.body.pagination, { page: 5, limit: 5, total: 23, pages: 5 })
   t.equal(small.body.data.length, 3)
   t.equal((await h.request('GET', path, { key: tenant.key, query: { limit: 100 } })).body.data.length, 23)
-  for (const query of [{ limit: 101 }, { limit: 0 }, { page: 0 }, { limit: 'x' }, { page: -1 }]) {
+  for (const query of [{ limit: 101 }, { limit: 0 }, { page: 0 }, { limit: 'x' }, { page: -1 }] as Record<string, string | number>[]) {
     const res = await h.request('GET', path, { key: tenant.key, query })
     t.equal(res.status, 400, JSON.stringify(query))
     t.equal(res.body.code, 'BAD_REQUEST')

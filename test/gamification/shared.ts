@@ -1,17 +1,12 @@
 // Checks every definition resource (levels, missions, badges, currencies, bonuses, tournaments) shares:
 // the create → get → patch → delete life cycle, tenant isolation, brand-pinned keys and scopes.
+import type { Test } from 'tap'
 import type { Harness } from '../helpers/harness.ts'
 
-interface T {
-  test(name: string, fn: (t: T) => Promise<void>): unknown
-  equal(a: unknown, b: unknown, msg?: string): void
-  same(a: unknown, b: unknown, msg?: string): void
-  ok(a: unknown, msg?: string): void
-  match(a: unknown, b: unknown, msg?: string): void
-}
+type T = Test
 
 /** A list body's items: `{ data: [...] }`, whatever else it carries. */
-const items = (body: { data: { id: string }[] }) => body.data.map((x) => x.id)
+const items = (body: { data: { id: string }[] }): string[] => body.data.map((x) => x.id)
 
 export function sharedResourceTests(
   t: T,
