@@ -43,6 +43,9 @@ t.test('tournament validation: name, status enum, max_participants ≥ 1, date-t
   const at = '2026-04-01T00:00:00Z'
   await expect400(t, h, tenant.key, 'POST', path, { name: 'T', starts_at: at, ends_at: '2026-03-31T23:59:59Z' }, 'ends_at')
   await expect400(t, h, tenant.key, 'POST', path, { name: 'T', starts_at: at, ends_at: at }, 'ends_at')
+  const yearZero = await h.request('POST', path, { key: tenant.key, body: { name: 'T', starts_at: '0000-01-01T00:00:00Z' } })
+  t.equal(yearZero.status, 400, 'a date PostgreSQL cannot store is 400, not 500')
+  t.equal(yearZero.body.code, 'BAD_REQUEST')
   t.equal((await h.request('GET', path, { key: tenant.key })).body.data.length, 0)
 
   const onlyStart = await h.request('POST', path, { key: tenant.key, body: { name: 'T', starts_at: at } })
