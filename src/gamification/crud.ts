@@ -38,7 +38,6 @@ export const iso = (d: unknown): string | null => (d instanceof Date ? d.toISOSt
 export const num = (v: unknown): number | null => (v == null ? null : Number(v))
 
 // postgres.js's helper types want `any` values; every value here is a validated request field.
-// biome-ignore lint/suspicious/noExplicitAny: see above
 type Values = Record<string, any>
 
 function values(sql: Sql, def: ResourceDef<unknown>, input: Row): { row: Values; columns: string[] } {
@@ -63,7 +62,7 @@ async function refusedAs400<T>(def: ResourceDef<unknown>, fn: () => Promise<T>):
   } catch (err) {
     const code = pgErrorCode(err)
     if (code && (code.startsWith('22') || code === '23514')) {
-      throw badRequest(`invalid ${def.label}: ${(err as Error).message}`, { reason: 'VALUE_REJECTED' })
+      throw badRequest(`invalid ${def.label}: a value is out of the storable range`, { reason: 'VALUE_REJECTED' })
     }
     throw err
   }
