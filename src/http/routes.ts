@@ -1,14 +1,23 @@
 // Every route the API serves, grouped by auth regime. New features add their route list here; the
 // OpenAPI document follows automatically.
 import { adminRoutes } from '../admin/routes.ts'
+import { bonusRoutes } from '../bonuses/routes.ts'
 import { campaignRoutes } from '../campaigns/routes.ts'
+import { gamificationRoutes } from '../gamification/routes.ts'
 import { notificationRoutes } from '../notifications/routes.ts'
 import { healthRoute, openApiRoute } from '../system/routes.ts'
+import { tournamentRoutes } from '../tournaments/routes.ts'
 import { buildOpenApi } from './openapi.ts'
 import type { RouteDef } from './route.ts'
 
 /** Operator routes (API key). */
-const operatorRoutes: RouteDef[] = [...campaignRoutes, ...notificationRoutes]
+const operatorRoutes: RouteDef[] = [
+  ...campaignRoutes,
+  ...notificationRoutes,
+  ...gamificationRoutes,
+  ...bonusRoutes,
+  ...tournamentRoutes,
+]
 
 export function allRoutes(version: string): RouteDef[] {
   let document: unknown

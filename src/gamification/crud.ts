@@ -1,0 +1,183 @@
+// One generic store for the brand-owned definition resources (levels, missions, badges, currencies,
+// bonuses, tournaments): each is a table with id, tenant_id, brand_id, its own columns, created_at and
+// updated_at. A resource is described once (table, writable columns, JSON columns, order, row → output) and
+// these functions do list/create/get/patch/delete for it. Identifiers come from the descriptor (never from
+// the request) and every value is a bound parameter.
+import type { TransactionSql } from 'postgres'
+import { pgErrorCode, type Sql } from '../db/postgres.ts'
+import { badRequest, notFound } from '../errors.ts'
+import type { FieldError } from '../http/router.ts'
+
+export type Row = Record<string, unknown>
+
+export interface ResourceDef<Out> {
+  /** SQL table. */
+  table: string
+  /** Singular name used in error messages: `level not found`. */
+  label: string
+  /** Writable columns; request field names equal column names. */
+  columns: readonly string[]
+  /** Columns stored as jsonb (values are sent with sql.json). */
+  jsonColumns?: readonly string[]
+  /** List order, most significant first; `id` is always appended as the tie-breaker. */
+  orderBy: readonly string[]
+  toOut(row: Row): Out
+  /** Rules across fields, checked on the complete record (the stored row merged with a patch). */
+  check?(record: Row): FieldError[]
+}
+
+/** Who may see a resource by id: the caller's tenant, and only its brand for a brand-pinned key. */
+export interface Visibility {
+  tenantId: string
+  /** The brand of a brand-pinned key; null for a tenant-wide key. */
+  pinnedBrandId: string | null
+}
+
+export const iso = (d: unknown): string | null => (d instanceof Date ? d.toISOString() : d == null ? null : new Date(String(d)).toISOString())
+/** numeric and bigint columns arrive as strings (the driver keeps them exact); the API returns JSON numbers. */
+export const num = (v: unknown): number | null => (v == null ? null : Number(v))
+
+// postgres.js's helper types want `any` values; every value here is a validated request field.
+type Values = Record<string, any>
+
+function values(sql: Sql, def: ResourceDef<unknown>, input: Row): { row: Values; columns: string[] } {
+  const row: Values = {}
+  const columns: string[] = []
+  for (const column of def.columns) {
+    if (!(column in input) || input[column] === undefined) continue
+    const value = input[column]
+    row[column] = def.jsonColumns?.includes(column) && value !== null ? sql.json(value as never) : value
+    columns.push(column)
+  }
+  return { row, columns }
+}
+
+/**
+ * A value the schema let through but PostgreSQL refuses (a data exception such as a date out of its
+ * range, or a check constraint) is the caller's mistake: 400, never 500.
+ */
+async function refusedAs400<T>(def: ResourceDef<unknown>, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn()
+  } catch (err) {
+    const code = pgErrorCode(err)
+    if (code && (code.startsWith('22') || code === '23514')) {
+      throw badRequest(`invalid ${def.label}: a value is out of the storable range`, { reason: 'VALUE_REJECTED' })
+    }
+    throw err
+  }
+}
+
+function runChecks(def: ResourceDef<unknown>, record: Row): void {
+  const errors = def.check?.(record) ?? []
+  if (errors.length) throw badRequest(`invalid ${def.label}`, { errors })
+}
+
+export async function createRow<Out>(
+  sql: Sql,
+  def: ResourceDef<Out>,
+  input: { tenantId: string; brandId: string; fields: Row },
+): Promise<Out> {
+  runChecks(def, input.fields)
+  const { row, columns } = values(sql, def, input.fields)
+  const all: Values = { ...row, tenant_id: input.tenantId, brand_id: input.brandId }
+  const [created] = await refusedAs400(def, () => sql<Row[]>`
+    insert into ${sql(def.table)} ${sql(all, [...columns, 'tenant_id', 'brand_id'])}
+    returning *`)
+  return def.toOut(created!)
+}
+
+/** Equality filters: column → value; undefined values are skipped. */
+export type Filters = Record<string, unknown>
+
+function filterSql(sql: Sql, filters: Filters | undefined) {
+  let fragment = sql``
+  for (const [column, value] of Object.entries(filters ?? {})) {
+    if (value === undefined) continue
+    fragment = sql`${fragment} and ${sql(column)} = ${value as string}`
+  }
+  return fragment
+}
+
+export async function listRows<Out>(
+  sql: Sql,
+  def: ResourceDef<Out>,
+  input: { tenantId: string; brandId: string; filters?: Filters },
+): Promise<Out[]> {
+  const rows = await sql<Row[]>`
+    select * from ${sql(def.table)}
+    where tenant_id = ${input.tenantId} and brand_id = ${input.brandId} ${filterSql(sql, input.filters)}
+    order by ${sql([...def.orderBy, 'id'])}`
+  return rows.map((r) => def.toOut(r))
+}
+
+export async function pageRows<Out>(
+  sql: Sql,
+  def: ResourceDef<Out>,
+  input: { tenantId: string; brandId: string; filters?: Filters; page: number; limit: number },
+): Promise<{ rows: Out[]; total: number }> {
+  const where = sql`where tenant_id = ${input.tenantId} and brand_id = ${input.brandId} ${filterSql(sql, input.filters)}`
+  const [count] = await sql<{ total: string }[]>`select count(*) as total from ${sql(def.table)} ${where}`
+  const rows = await sql<Row[]>`
+    select * from ${sql(def.table)} ${where}
+    order by ${sql([...def.orderBy, 'id'])}
+    limit ${input.limit} offset ${(input.page - 1) * input.limit}`
+  return { rows: rows.map((r) => def.toOut(r)), total: Number(count?.total ?? 0) }
+}
+
+const visible = (sql: Sql | TransactionSql, v: Visibility) =>
+  v.pinnedBrandId === null ? sql`tenant_id = ${v.tenantId}` : sql`tenant_id = ${v.tenantId} and brand_id = ${v.pinnedBrandId}`
+
+export async function getRow<Out>(sql: Sql, def: ResourceDef<Out>, input: Visibility & { id: string }): Promise<Out> {
+  const [row] = await sql<Row[]>`select * from ${sql(def.table)} where id = ${input.id} and ${visible(sql, input)}`
+  if (!row) throw notFound(def.label)
+  return def.toOut(row)
+}
+
+/**
+ * Updates the given fields. The stored row is locked and merged with the patch first, so cross-field rules
+ * (max_points ≥ min_points, ends_at after starts_at) hold for the resulting record, not just the patch.
+ * A patch with no updatable field is 400.
+ */
+export async function patchRow<Out>(
+  sql: Sql,
+  def: ResourceDef<Out>,
+  input: Visibility & { id: string; fields: Row },
+): Promise<Out> {
+  const { row, columns } = values(sql, def, input.fields)
+  if (columns.length === 0) {
+    throw badRequest(`no updatable field given; accepted: ${def.columns.join(', ')}`, {
+      errors: [{ in: 'body', field: 'body', message: `must contain at least one of ${def.columns.join(', ')}` }],
+    })
+  }
+  return refusedAs400(def, () => sql.begin(async (tx) => {
+    const [current] = await tx<Row[]>`
+      select * from ${tx(def.table)} where id = ${input.id} and ${visible(tx, input)} for update`
+    if (!current) throw notFound(def.label)
+    const merged: Row = { ...current }
+    for (const column of columns) merged[column] = input.fields[column]
+    runChecks(def, merged)
+    const [updated] = await tx<Row[]>`
+      update ${tx(def.table)} set ${tx(row, columns)}, updated_at = now()
+      where id = ${input.id}
+      returning *`
+    return def.toOut(updated!)
+  }) as Promise<Out>)
+}
+
+export async function deleteRow(sql: Sql, def: ResourceDef<unknown>, input: Visibility & { id: string }): Promise<{ id: string }> {
+  const [row] = await sql<{ id: string }[]>`
+    delete from ${sql(def.table)} where id = ${input.id} and ${visible(sql, input)} returning id`
+  if (!row) throw notFound(def.label)
+  return { id: row.id }
+}
+
+/** `ends_at` must be after `starts_at` when both are set. Stored values are Dates, input values strings. */
+export function endsAfterStarts(record: Row): FieldError[] {
+  const start = record.starts_at
+  const end = record.ends_at
+  if (start == null || end == null) return []
+  const s = start instanceof Date ? start.getTime() : Date.parse(String(start))
+  const e = end instanceof Date ? end.getTime() : Date.parse(String(end))
+  return e > s ? [] : [{ in: 'body', field: 'ends_at', message: 'must be after starts_at' }]
+}

@@ -1,0 +1,103 @@
+// Reads behind the player gamification profile. The players table belongs to the players feature; this
+// file only reads its id/tenant/brand to decide visibility.
+import type { Sql } from '../db/postgres.ts'
+import { iso, num, type Row, type Visibility } from './crud.ts'
+import type { PlayerGamificationProfile } from './schemas.ts'
+
+type Profile = PlayerGamificationProfile
+
+export interface PlayerRef {
+  id: string
+  tenantId: string
+  brandId: string
+}
+
+export async function findPlayer(sql: Sql, input: Visibility & { playerId: string }): Promise<PlayerRef | undefined> {
+  const [row] = await sql<{ id: string; tenant_id: string; brand_id: string }[]>`
+    select id, tenant_id, brand_id from players
+    where id = ${input.playerId} and tenant_id = ${input.tenantId}
+      ${input.pinnedBrandId === null ? sql`` : sql`and brand_id = ${input.pinnedBrandId}`}`
+  return row && { id: row.id, tenantId: row.tenant_id, brandId: row.brand_id }
+}
+
+/** One entry per currency of the player's brand, zero where the player holds nothing yet. */
+export async function pointBalances(sql: Sql, p: PlayerRef): Promise<Profile['point_balances']> {
+  const rows = await sql<Row[]>`
+    select c.id as currency_id, c.name, c.symbol, c.type,
+           coalesce(b.balance, 0) as balance, coalesce(b.lifetime_earned, 0) as lifetime_earned
+    from gamification_currencies c
+    left join player_point_balances b on b.currency_id = c.id and b.player_id = ${p.id}
+    where c.tenant_id = ${p.tenantId} and c.brand_id = ${p.brandId}
+    order by c.created_at, c.id`
+  return rows.map((r) => ({
+    currency_id: r.currency_id as string,
+    name: r.name as string,
+    symbol: r.symbol as string,
+    type: r.type as string,
+    balance: num(r.balance) as number,
+    lifetime_earned: num(r.lifetime_earned) as number,
+  }))
+}
+
+/** The brand's level currency: its oldest `virtual` currency. */
+export async function levelCurrencyId(sql: Sql, p: PlayerRef): Promise<string | undefined> {
+  const [row] = await sql<{ id: string }[]>`
+    select id from gamification_currencies
+    where tenant_id = ${p.tenantId} and brand_id = ${p.brandId} and type = 'virtual'
+    order by created_at, id limit 1`
+  return row?.id
+}
+
+export async function levelForPoints(sql: Sql, p: PlayerRef & { points: number }): Promise<Row | undefined> {
+  const [row] = await sql<Row[]>`
+    select * from gamification_levels
+    where tenant_id = ${p.tenantId} and brand_id = ${p.brandId} and min_points <= ${String(p.points)}::numeric
+    order by tier desc, min_points desc, created_at desc, id desc limit 1`
+  return row
+}
+
+/**
+ * Missions the player can work on now: the brand's `active` missions inside their time window that the
+ * player has not completed the maximum number of times, with the player's progress (empty until the
+ * gamification engine records some).
+ */
+export async function activeMissions(sql: Sql, p: PlayerRef & { now: Date }): Promise<Profile['active_missions']> {
+  const rows = await sql<Row[]>`
+    select m.id as mission_id, m.name, m.description, m.type, m.rewards, m.max_completions_per_player,
+           m.starts_at, m.ends_at, coalesce(pm.progress, '{}'::jsonb) as progress, coalesce(pm.completions, 0) as completions
+    from gamification_missions m
+    left join player_missions pm on pm.mission_id = m.id and pm.player_id = ${p.id}
+    where m.tenant_id = ${p.tenantId} and m.brand_id = ${p.brandId} and m.status = 'active'
+      and (m.starts_at is null or m.starts_at <= ${p.now})
+      and (m.ends_at is null or m.ends_at > ${p.now})
+      and (m.max_completions_per_player is null or coalesce(pm.completions, 0) < m.max_completions_per_player)
+    order by m.created_at, m.id`
+  return rows.map((r) => ({
+    mission_id: r.mission_id as string,
+    name: r.name as string,
+    description: (r.description as string | null) ?? null,
+    type: r.type as Profile['active_missions'][number]['type'],
+    rewards: r.rewards as Record<string, unknown>,
+    max_completions_per_player: (r.max_completions_per_player as number | null) ?? null,
+    starts_at: iso(r.starts_at),
+    ends_at: iso(r.ends_at),
+    progress: r.progress as Record<string, unknown>,
+    completions: Number(r.completions),
+  }))
+}
+
+export async function earnedBadges(sql: Sql, p: PlayerRef): Promise<Profile['badges_earned']> {
+  const rows = await sql<Row[]>`
+    select b.id as badge_id, b.name, b.description, b.icon_url, b.rarity, pb.earned_at
+    from player_badges pb join gamification_badges b on b.id = pb.badge_id
+    where pb.player_id = ${p.id} and b.tenant_id = ${p.tenantId}
+    order by pb.earned_at, b.id`
+  return rows.map((r) => ({
+    badge_id: r.badge_id as string,
+    name: r.name as string,
+    description: (r.description as string | null) ?? null,
+    icon_url: (r.icon_url as string | null) ?? null,
+    rarity: r.rarity as string,
+    earned_at: iso(r.earned_at) as string,
+  }))
+}
