@@ -35,15 +35,27 @@ const nextQueryId = () => `respin-${process.pid}-${Date.now().toString(36)}-${(q
 
 async function openServer(url: string, log: Logger): Promise<ClickHouse> {
   const { createClient } = await import('@clickhouse/client')
+  // CLICKHOUSE_URL is http(s)://user:password@host:port/database; the database is created if missing.
   const parsed = new URL(url)
-  const database = parsed.pathname.replace(/^\//, '') || 'default'
+  const database = decodeURIComponent(parsed.pathname.replace(/^\//, '')) || 'default'
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(database)) throw new Error(`invalid ClickHouse database name: ${database}`)
+  const credentials = {
+    username: decodeURIComponent(parsed.username) || 'default',
+    password: decodeURIComponent(parsed.password),
+  }
   parsed.pathname = '/'
-  const client = createClient({
-    url: parsed.toString(),
-    database,
-    request_timeout: 30_000,
-    clickhouse_settings: { date_time_input_format: 'best_effort' },
-  })
+  parsed.username = ''
+  parsed.password = ''
+  const base = { url: parsed.toString(), ...credentials, request_timeout: 30_000 }
+  if (database !== 'default') {
+    const bootstrap = createClient(base)
+    try {
+      await bootstrap.command({ query: `CREATE DATABASE IF NOT EXISTS ${database}` })
+    } finally {
+      await bootstrap.close()
+    }
+  }
+  const client = createClient({ ...base, database, clickhouse_settings: { date_time_input_format: 'best_effort' } })
   const run = async <T>(what: string, queryId: string, fn: () => Promise<T>): Promise<T> => {
     try {
       return await fn()
