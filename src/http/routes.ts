@@ -2,12 +2,13 @@
 // OpenAPI document follows automatically.
 import { adminRoutes } from '../admin/routes.ts'
 import { playerRoutes } from '../players/routes.ts'
+import { segmentRoutes } from '../segments/routes.ts'
 import { healthRoute, openApiRoute } from '../system/routes.ts'
 import { buildOpenApi } from './openapi.ts'
 import type { RouteDef } from './route.ts'
 
 /** Operator routes (API key). */
-const operatorRoutes: RouteDef[] = [...playerRoutes]
+const operatorRoutes: RouteDef[] = [...playerRoutes, ...segmentRoutes]
 
 export function allRoutes(version: string): RouteDef[] {
   let document: unknown

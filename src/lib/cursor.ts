@@ -40,10 +40,14 @@ export function createCursorCodec(secret: Buffer, purpose: string): CursorCodec 
   }
 }
 
-/** decode() that throws the API's 400 for a forged, truncated or foreign cursor. */
+/** The API's 400 for a forged, truncated or foreign cursor. */
+export const invalidCursor = () =>
+  badRequest('invalid cursor', { errors: [{ in: 'query', field: 'cursor', message: 'is not a cursor issued by this endpoint' }] })
+
+/** decode() that throws invalidCursor() instead of returning null. */
 export function decodeCursorOr400(codec: CursorCodec, token: string): Record<string, unknown> {
   const payload = codec.decode(token)
-  if (!payload) throw badRequest('invalid cursor', { errors: [{ in: 'query', field: 'cursor', message: 'is not a cursor issued by this endpoint' }] })
+  if (!payload) throw invalidCursor()
   return payload
 }
 
@@ -54,8 +58,8 @@ const secrets = new WeakMap<Sql, Map<string, Promise<Buffer>>>()
  * Cached per connection pool for the life of the process.
  */
 export function appSecret(sql: Sql, name: string): Promise<Buffer> {
-  let byName = secrets.get(sql)
-  if (!byName) secrets.set(sql, (byName = new Map()))
+  const byName = secrets.get(sql) ?? new Map<string, Promise<Buffer>>()
+  secrets.set(sql, byName)
   let pending = byName.get(name)
   if (!pending) {
     pending = (async () => {

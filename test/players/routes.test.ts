@@ -113,7 +113,7 @@ t.test('GET /players pages, counts, searches and filters', async (t) => {
   res = await h.request('GET', '/players', { key: tenant.key, query: { status: 'suspended' } })
   t.same(res.body.data.map((p: { external_id: string }) => p.external_id), ['EXT-5'])
 
-  for (const query of [{ limit: 0 }, { limit: 101 }, { page: 0 }, { limit: 'ten' }, { status: 'gone' }]) {
+  for (const query of [{ limit: 0 }, { limit: 101 }, { page: 0 }, { limit: 'ten' }, { status: 'gone' }] as Record<string, string | number>[]) {
     const bad = await h.request('GET', '/players', { key: tenant.key, query })
     t.equal(bad.status, 400, `${JSON.stringify(query)} → 400`)
     t.equal(bad.body.code, 'BAD_REQUEST')
