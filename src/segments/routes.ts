@@ -49,7 +49,7 @@ export const segmentRoutes: RouteDef[] = [
         brandId: req.principal.brandId,
         segmentId: req.params.id,
         cursor: req.query.cursor,
-        limit: req.query.limit,
+        limit: req.query.limit ?? 200,
       })
       if (req.query.format === 'csv') {
         const headers: Record<string, string> = page.next_cursor ? { 'x-next-cursor': page.next_cursor } : {}

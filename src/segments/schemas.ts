@@ -38,8 +38,9 @@ export type CreateSegmentBody = Static<typeof CreateSegmentBody>
 
 export const ExportQuery = Type.Object({
   cursor: Type.Optional(Type.String({ maxLength: 2048, description: 'Opaque; the next_cursor of the previous page. Omit to start.' })),
-  limit: Type.Integer({ minimum: 1, maximum: 1000, default: 200 }),
-  format: Type.Union([Type.Literal('json'), Type.Literal('csv')], { default: 'json' }),
+  // Optional with a default: filled in before the handler runs, and not `required` in OpenAPI.
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 200 })),
+  format: Type.Optional(Type.Union([Type.Literal('json'), Type.Literal('csv')], { default: 'json' })),
 })
 export type ExportQuery = Static<typeof ExportQuery>
 
