@@ -78,7 +78,7 @@ t.test('compiled rules', async (t) => {
     const described = await query().describe()
     t.notMatch(described.string, /drop table|12\.5|'x'/i)
     t.ok(described.types.length >= 5, 'one parameter per value')
-    t.same([...(await query())], [], 'and it runs')
+    t.ok(Array.isArray(await query()), 'and it runs')
   })
 
   t.test('every field compiles and runs with each of its operators', async (t) => {
