@@ -1,6 +1,6 @@
 // Pure player scoring: lifecycle stage, churn/value/engagement scores and the next best action, computed
 // from the profile aggregates ingestion maintains. No I/O; docs/players.md documents every rule here, and
-// src/segments/rules.ts mirrors lifecycleStage() in SQL (lifecycleStageSql) for the lifecycle_stage field.
+// src/segments/fields.ts mirrors lifecycleStage() in SQL (lifecycleStageSql) for the lifecycle_stage field.
 
 export const LIFECYCLE_STAGES = ['new', 'ftd', 'active', 'vip', 'at_risk', 'churned'] as const
 export type LifecycleStage = (typeof LIFECYCLE_STAGES)[number]

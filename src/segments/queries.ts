@@ -2,7 +2,8 @@
 // `players p left join player_profiles pp`, narrowed to the segment's tenant and brand.
 import type { TransactionSql } from 'postgres'
 import type { Sql as Pool } from '../db/postgres.ts'
-import { compileRules, type Fragment } from './rules.ts'
+import type { Fragment } from './fields.ts'
+import { compileRules } from './rules.ts'
 
 export type Sql = Pool | TransactionSql
 

@@ -3,7 +3,8 @@ import t from 'tap'
 import { lifecycleStage } from '../../src/players/scoring.ts'
 import { scoringInputOf } from '../../src/players/service.ts'
 import type { PlayerWithProfileRow } from '../../src/players/queries.ts'
-import { compileRules, FIELDS, lifecycleStageSql, resolveTime, RULE_LIMITS, validateRules } from '../../src/segments/rules.ts'
+import { FIELDS, lifecycleStageSql } from '../../src/segments/fields.ts'
+import { compileRules, resolveTime, RULE_LIMITS, validateRules } from '../../src/segments/rules.ts'
 import { startHarness } from '../helpers/harness.ts'
 
 const badRules = (type: 'dynamic' | 'static', rules: unknown) => {
