@@ -12,6 +12,7 @@ import type { RouteDef } from './http/route.ts'
 import { allRoutes } from './http/routes.ts'
 import { createServer } from './http/server.ts'
 import { createLogger, type Logger } from './lib/log.ts'
+import { startSegmentRecompute } from './segments/recompute.ts'
 
 export interface App {
   ctx: AppContext
@@ -27,7 +28,7 @@ export interface BackgroundService {
 type StartService = (ctx: AppContext) => Promise<BackgroundService> | BackgroundService
 
 /** Features register their background services here. */
-const backgroundServices: StartService[] = []
+const backgroundServices: StartService[] = [(ctx) => startSegmentRecompute(ctx)]
 
 export async function startApp(
   config: Config,

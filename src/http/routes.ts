@@ -5,6 +5,8 @@ import { bonusRoutes } from '../bonuses/routes.ts'
 import { campaignRoutes } from '../campaigns/routes.ts'
 import { gamificationRoutes } from '../gamification/routes.ts'
 import { notificationRoutes } from '../notifications/routes.ts'
+import { playerRoutes } from '../players/routes.ts'
+import { segmentRoutes } from '../segments/routes.ts'
 import { healthRoute, openApiRoute } from '../system/routes.ts'
 import { tournamentRoutes } from '../tournaments/routes.ts'
 import { buildOpenApi } from './openapi.ts'
@@ -12,6 +14,8 @@ import type { RouteDef } from './route.ts'
 
 /** Operator routes (API key). */
 const operatorRoutes: RouteDef[] = [
+  ...playerRoutes,
+  ...segmentRoutes,
   ...campaignRoutes,
   ...notificationRoutes,
   ...gamificationRoutes,

@@ -1,0 +1,349 @@
+import t from 'tap'
+import { recomputeSegments } from '../../src/segments/service.ts'
+import { startHarness, type Harness, type TestTenant } from '../helpers/harness.ts'
+
+const h = await startHarness(t)
+const sql = h.app.ctx.sql
+const DAY = 86_400_000
+
+async function createPlayer(tenant: TestTenant, body: Record<string, unknown>, key = tenant.key) {
+  const res = await h.request('POST', '/players', { key, body })
+  if (res.status !== 201) throw new Error(`create player: ${res.status} ${res.text}`)
+  return res.body.data as { id: string; external_id: string }
+}
+
+async function createSegment(tenant: TestTenant, body: Record<string, unknown>, key = tenant.key) {
+  const res = await h.request('POST', '/segments', { key, body })
+  if (res.status !== 201) throw new Error(`create segment: ${res.status} ${res.text}`)
+  return res.body.data as { id: string; player_count: number | null }
+}
+
+async function setProfile(playerId: string, fields: Record<string, unknown>) {
+  await sql`update player_profiles set ${sql(fields as Record<string, never>)} where player_id = ${playerId}`
+}
+
+/** Every export page until next_cursor is null. */
+async function exportAll(h: Harness, key: string, segmentId: string, limit: number) {
+  const rows: any[] = []
+  let cursor: string | undefined
+  let pages = 0
+  for (;;) {
+    const res = await h.request('GET', `/segments/${segmentId}/export`, { key, query: { limit, ...(cursor ? { cursor } : {}) } })
+    if (res.status !== 200) throw new Error(`export: ${res.status} ${res.text}`)
+    pages++
+    rows.push(...res.body.data)
+    if (!res.body.next_cursor) return { rows, pages }
+    cursor = res.body.next_cursor
+  }
+}
+
+t.test('POST and GET /segments: create, list, filter by type', async (t) => {
+  const tenant = await h.createTenant()
+  const res = await h.request('POST', '/segments', {
+    key: tenant.key,
+    body: { name: 'Italians', type: 'dynamic', rules: { all: [{ field: 'country', op: 'eq', value: 'IT' }] } },
+  })
+  t.equal(res.status, 201)
+  t.match(res.body.data, { name: 'Italians', type: 'dynamic', rules: { all: [{ field: 'country', op: 'eq', value: 'IT' }] }, player_count: null, last_computed_at: null })
+  t.ok(Date.parse(res.body.data.created_at) && Date.parse(res.body.data.updated_at))
+  const stat = await createSegment(tenant, { name: 'VIP list', type: 'static', rules: { player_ids: [] } })
+  const everyone = await createSegment(tenant, { name: 'Everyone', type: 'dynamic' })
+
+  let list = await h.request('GET', '/segments', { key: tenant.key })
+  t.equal(list.status, 200)
+  t.same(list.body.data.map((s: { name: string }) => s.name), ['Italians', 'VIP list', 'Everyone'])
+  t.notOk('pagination' in list.body)
+  list = await h.request('GET', '/segments', { key: tenant.key, query: { type: 'static' } })
+  t.same(list.body.data.map((s: { id: string }) => s.id), [stat.id])
+  list = await h.request('GET', '/segments', { key: tenant.key, query: { type: 'dynamic' } })
+  t.equal(list.body.data.length, 2)
+  t.ok(list.body.data.some((s: { id: string; rules: unknown }) => s.id === everyone.id && JSON.stringify(s.rules) === '{}'))
+  const bad = await h.request('GET', '/segments', { key: tenant.key, query: { type: 'smart' } })
+  t.equal(bad.status, 400)
+
+  const got = await h.request('GET', `/segments/${stat.id}`, { key: tenant.key })
+  t.equal(got.status, 200)
+  t.equal(got.body.data.name, 'VIP list')
+
+  const other = await h.createTenant()
+  t.same((await h.request('GET', '/segments', { key: other.key })).body, { data: [] })
+})
+
+t.test('POST /segments validates the body and the rules, naming the bad field or operator', async (t) => {
+  const tenant = await h.createTenant()
+  const post = (body: unknown) => h.request('POST', '/segments', { key: tenant.key, body })
+  for (const [body, field] of [
+    [{ type: 'dynamic' }, 'name'],
+    [{ name: 'x' }, 'type'],
+    [{ name: '', type: 'dynamic' }, 'name'],
+    [{ name: 'x', type: 'smart' }, 'type'],
+    [{ name: 'x', type: 'dynamic', rules: [] }, 'rules'],
+  ] as const) {
+    const res = await post(body)
+    t.equal(res.status, 400, JSON.stringify(body))
+    t.ok(res.body.details.errors.some((e: { field: string }) => e.field === field), `names ${field}`)
+  }
+
+  let res = await post({ name: 'x', type: 'dynamic', rules: { all: [{ field: 'favourite_colour', op: 'eq', value: 'red' }] } })
+  t.equal(res.status, 400)
+  t.equal(res.body.code, 'BAD_REQUEST')
+  t.match(res.body.error, /favourite_colour/)
+  t.same(res.body.details.errors, [{ in: 'body', field: 'rules.all.0.field', message: "unknown field 'favourite_colour'" }])
+
+  res = await post({ name: 'x', type: 'dynamic', rules: { any: [{ field: 'country', op: 'eq', value: 'IT' }, { field: 'deposit_count', op: 'between', value: [1, 2] }] } })
+  t.equal(res.status, 400)
+  t.match(res.body.error, /between/)
+  t.same(res.body.details.errors, [{ in: 'body', field: 'rules.any.1.op', message: "unknown operator 'between'" }])
+
+  const invalid: [unknown, RegExp][] = [
+    [{ field: 'email', op: 'gt', value: 'a' }, /does not apply/],
+    [{ field: 'status', op: 'eq', value: 'banned' }, /must be one of/],
+    [{ field: 'deposit_count', op: 'gte', value: '3' }, /number/],
+    [{ field: 'last_login_at', op: 'lt', value: 'yesterday' }, /date-time/],
+    [{ field: 'country', op: 'in', value: [] }, /array/],
+    [{ field: 'country', op: 'eq' }, /required/],
+    [{ field: 'consent.fax', op: 'eq', value: true }, /unknown field/],
+    [{ field: 'country', op: 'eq', value: 'IT', extra: 1 }, /unknown key/],
+    [{ alll: [] }, /unknown rule key/],
+    [{ all: {} }, /array/],
+    [{ not: { field: 'nope', op: 'eq', value: 1 } }, /unknown field 'nope'/],
+    [{ all: [], any: [] }, /no other keys/],
+  ]
+  for (const [rules, message] of invalid) {
+    res = await post({ name: 'x', type: 'dynamic', rules })
+    t.equal(res.status, 400, JSON.stringify(rules))
+    t.match(res.body.details.errors[0].message, message)
+  }
+
+  res = await post({ name: 'x', type: 'static', rules: { player_ids: ['not-a-uuid'] } })
+  t.equal(res.status, 400)
+  t.equal(res.body.details.errors[0].field, 'rules.player_ids.0')
+  res = await post({ name: 'x', type: 'static', rules: { field: 'country', op: 'eq', value: 'IT' } })
+  t.equal(res.status, 400)
+
+  // Every documented field family is accepted.
+  res = await post({
+    name: 'ok', type: 'dynamic',
+    rules: { all: [
+      { field: 'metadata.vip.tier', op: 'gte', value: 2 },
+      { field: 'consent.email', op: 'eq', value: true },
+      { field: 'lifecycle_stage', op: 'in', value: ['active', 'vip'] },
+      { field: 'last_deposit_at', op: 'gt', value: 'now-30d' },
+      { field: 'created_at', op: 'lt', value: '2030-01-01T00:00:00Z' },
+      { not: { field: 'email', op: 'exists' } },
+    ] },
+  })
+  t.equal(res.status, 201, res.text)
+})
+
+t.test('dynamic segment members: one parameterised query over players and profiles', async (t) => {
+  const tenant = await h.createTenant()
+  const now = Date.now()
+  const ann = await createPlayer(tenant, { external_id: 'ann', email: 'ann@casino.it', metadata: { vip: { tier: 3 }, tags: ['slots', 'live'], source: 'affiliate-42' } })
+  const bob = await createPlayer(tenant, { external_id: 'bob', email: 'bob@example.com', metadata: { vip: { tier: 1 }, tags: ['poker'] } })
+  const cid = await createPlayer(tenant, { external_id: 'cid', status: 'self_excluded', metadata: { source: "o'brien; drop table players" } })
+  await setProfile(ann.id, { country: 'IT', deposit_count: 4, deposit_total: 800, last_deposit_at: new Date(now - 2 * DAY), last_login_at: new Date(now - DAY), consent: sql.json({ email: { granted: true, at: '2026-01-01T00:00:00Z' } }) })
+  await setProfile(bob.id, { country: 'ES', deposit_count: 1, deposit_total: 20, last_deposit_at: new Date(now - 20 * DAY), last_login_at: new Date(now - 20 * DAY), consent: sql.json({ email: { granted: false, at: '2026-01-01T00:00:00Z' } }) })
+  await setProfile(cid.id, { country: 'IT' })
+  await sql`update players set created_at = ${new Date(now - 60 * DAY)} where id = ${bob.id}`
+  // Another brand's player never belongs to this brand's segment.
+  const second = await tenant.createBrand('second')
+  const dan = await createPlayer(tenant, { external_id: 'dan', brand: second.slug })
+  await setProfile(dan.id, { country: 'IT' })
+
+  const members = async (rules: unknown) => {
+    const seg = await createSegment(tenant, { name: 'm', type: 'dynamic', rules })
+    const { rows } = await exportAll(h, tenant.key, seg.id, 1000)
+    return rows.map((r: { external_id: string }) => r.external_id).sort()
+  }
+  t.same(await members({}), ['ann', 'bob', 'cid'], '{} is every player of the brand')
+  t.same(await members({ field: 'country', op: 'eq', value: 'IT' }), ['ann', 'cid'])
+  t.same(await members({ field: 'country', op: 'neq', value: 'IT' }), ['bob'])
+  t.same(await members({ all: [{ field: 'country', op: 'eq', value: 'IT' }, { field: 'status', op: 'eq', value: 'active' }] }), ['ann'])
+  t.same(await members({ any: [{ field: 'country', op: 'eq', value: 'ES' }, { field: 'status', op: 'eq', value: 'self_excluded' }] }), ['bob', 'cid'])
+  t.same(await members({ not: { field: 'country', op: 'in', value: ['IT'] } }), ['bob'])
+  t.same(await members({ field: 'country', op: 'not_in', value: ['ES', 'FR'] }), ['ann', 'cid'])
+  t.same(await members({ field: 'email', op: 'contains', value: 'CASINO' }), ['ann'], 'contains is case-insensitive')
+  t.same(await members({ field: 'email', op: 'neq', value: 'ann@casino.it' }), ['bob', 'cid'], 'neq matches a missing value')
+  t.same(await members({ field: 'email', op: 'exists' }), ['ann', 'bob'])
+  t.same(await members({ field: 'email', op: 'exists', value: false }), ['cid'])
+  t.same(await members({ field: 'deposit_count', op: 'gte', value: 1 }), ['ann', 'bob'])
+  t.same(await members({ field: 'deposit_total', op: 'gt', value: 100.5 }), ['ann'])
+  t.same(await members({ field: 'deposit_count', op: 'in', value: [0, 4] }), ['ann', 'cid'])
+  t.same(await members({ field: 'last_login_at', op: 'gt', value: 'now-7d' }), ['ann'])
+  t.same(await members({ field: 'last_deposit_at', op: 'lt', value: new Date(now - 10 * DAY).toISOString() }), ['bob'])
+  t.same(await members({ field: 'lifecycle_stage', op: 'eq', value: 'at_risk' }), ['bob'])
+  t.same(await members({ field: 'lifecycle_stage', op: 'in', value: ['active', 'new'] }), ['ann', 'cid'])
+  t.same(await members({ field: 'consent.email', op: 'eq', value: true }), ['ann'])
+  t.same(await members({ field: 'consent.email', op: 'neq', value: true }), ['bob', 'cid'])
+  t.same(await members({ field: 'consent.push', op: 'exists' }), [])
+  t.same(await members({ field: 'metadata.vip.tier', op: 'gte', value: 2 }), ['ann'])
+  t.same(await members({ field: 'metadata.vip.tier', op: 'eq', value: 1 }), ['bob'])
+  t.same(await members({ field: 'metadata.tags', op: 'contains', value: 'poker' }), ['bob'], 'contains on an array value')
+  t.same(await members({ field: 'metadata.source', op: 'contains', value: 'affiliate' }), ['ann'], 'contains on a string value')
+  t.same(await members({ field: 'metadata.source', op: 'eq', value: "o'brien; drop table players" }), ['cid'], 'values are parameters')
+  t.same(await members({ field: 'metadata.source', op: 'in', value: ['affiliate-42', 'x'] }), ['ann'])
+  t.same(await members({ field: 'metadata.vip', op: 'exists' }), ['ann', 'bob'])
+  t.same(await members({ field: 'external_id', op: 'contains', value: '%' }), [], 'LIKE wildcards are literal')
+  t.same(await members({ all: [] }), ['ann', 'bob', 'cid'])
+  t.same(await members({ any: [] }), [])
+  const [row] = await sql<{ n: number }[]>`select count(*)::int as n from players`
+  t.ok(row!.n >= 4, 'the players table is intact')
+})
+
+t.test('static segment members are the listed players of the brand', async (t) => {
+  const tenant = await h.createTenant()
+  const a = await createPlayer(tenant, { external_id: 'a' })
+  await createPlayer(tenant, { external_id: 'b' })
+  const c = await createPlayer(tenant, { external_id: 'c' })
+  const foreign = await createPlayer(await h.createTenant(), { external_id: 'x' })
+  const seg = await createSegment(tenant, { name: 's', type: 'static', rules: { player_ids: [a.id, c.id.toUpperCase(), c.id, foreign.id, '00000000-0000-4000-8000-000000000000'] } })
+  const { rows } = await exportAll(h, tenant.key, seg.id, 10)
+  t.same(rows.map((r: { external_id: string }) => r.external_id).sort(), ['a', 'c'])
+  const got = (await h.request('GET', `/segments/${seg.id}`, { key: tenant.key })).body.data
+  t.equal(got.rules.player_ids.length, 4, 'ids are de-duplicated on write')
+})
+
+t.test('export pages through every member with a signed cursor, no duplicates', async (t) => {
+  const tenant = await h.createTenant()
+  const ids: string[] = []
+  for (let i = 0; i < 23; i++) ids.push((await createPlayer(tenant, { external_id: `p${String(i).padStart(2, '0')}`, email: `p${i}@x.io` })).id)
+  // Same created_at for several players: the keyset must still order them by id.
+  await sql`update players set created_at = '2026-01-01T00:00:00Z' where id = any(${ids.slice(5, 12)}::uuid[])`
+  const seg = await createSegment(tenant, { name: 'all', type: 'dynamic', rules: { field: 'email', op: 'contains', value: '@x.io' } })
+
+  const first = await h.request('GET', `/segments/${seg.id}/export`, { key: tenant.key, query: { limit: 5 } })
+  t.equal(first.status, 200)
+  t.match(first.body.segment, { id: seg.id, name: 'all', type: 'dynamic' })
+  t.equal(first.body.data.length, 5)
+  t.same(Object.keys(first.body.data[0]).sort(), ['consent', 'country', 'email', 'external_id', 'name', 'phone'])
+  t.type(first.body.next_cursor, 'string')
+
+  const { rows, pages } = await exportAll(h, tenant.key, seg.id, 5)
+  t.equal(pages, 5)
+  t.equal(rows.length, 23)
+  t.equal(new Set(rows.map((r: { external_id: string }) => r.external_id)).size, 23, 'no duplicates')
+  const exact = await exportAll(h, tenant.key, seg.id, 23)
+  t.equal(exact.pages, 1, 'a page that ends exactly at the last member has no next cursor')
+  const defaults = await h.request('GET', `/segments/${seg.id}/export`, { key: tenant.key })
+  t.equal(defaults.body.data.length, 23)
+  t.equal(defaults.body.next_cursor, null)
+
+  const empty = await createSegment(tenant, { name: 'none', type: 'dynamic', rules: { any: [] } })
+  const none = await h.request('GET', `/segments/${empty.id}/export`, { key: tenant.key })
+  t.same(none.body.data, [])
+  t.equal(none.body.next_cursor, null)
+})
+
+t.test('a forged, altered or foreign cursor is 400; bad limits and formats are 400', async (t) => {
+  const tenant = await h.createTenant()
+  for (let i = 0; i < 3; i++) await createPlayer(tenant, { external_id: `f${i}` })
+  const seg = await createSegment(tenant, { name: 'f', type: 'dynamic' })
+  const other = await createSegment(tenant, { name: 'g', type: 'dynamic' })
+  const cursor = (await h.request('GET', `/segments/${seg.id}/export`, { key: tenant.key, query: { limit: 1 } })).body.next_cursor as string
+  const [body, mac] = cursor.split('.') as [string, string]
+  const payload = JSON.parse(Buffer.from(body, 'base64url').toString())
+  const tampered = `${Buffer.from(JSON.stringify({ ...payload, t: '1970-01-01T00:00:00.000000Z' })).toString('base64url')}.${mac}`
+  for (const c of ['garbage', tampered, `${body}.${mac.slice(0, -2)}AA`, `${body}.`, Buffer.from(JSON.stringify(payload)).toString('base64url')]) {
+    const res = await h.request('GET', `/segments/${seg.id}/export`, { key: tenant.key, query: { cursor: c } })
+    t.equal(res.status, 400, c)
+    t.equal(res.body.code, 'BAD_REQUEST')
+  }
+  const foreign = await h.request('GET', `/segments/${other.id}/export`, { key: tenant.key, query: { cursor } })
+  t.equal(foreign.status, 400, "another segment's cursor")
+  for (const query of [{ limit: 0 }, { limit: 1001 }, { format: 'xml' }] as Record<string, string | number>[]) {
+    const res = await h.request('GET', `/segments/${seg.id}/export`, { key: tenant.key, query })
+    t.equal(res.status, 400, JSON.stringify(query))
+  }
+  t.equal((await h.request('GET', `/segments/${seg.id}/export`, { key: tenant.key, query: { limit: 1000 } })).status, 200)
+  t.equal((await h.request('GET', '/segments/nope/export', { key: tenant.key })).status, 400)
+  t.equal((await h.request('GET', '/segments/00000000-0000-4000-8000-000000000000/export', { key: tenant.key })).status, 404)
+})
+
+t.test('CSV export: header row, RFC 4180 escaping, consent encoding, x-next-cursor', async (t) => {
+  const tenant = await h.createTenant()
+  const a = await createPlayer(tenant, { external_id: 'a,1', email: 'a@x.io', phone: '+39 333' })
+  const b = await createPlayer(tenant, { external_id: 'b"2' })
+  await setProfile(a.id, { name: 'Rossi, "Ann"\nSecond line', country: 'IT', consent: sql.json({ push: { granted: false, at: null }, email: { granted: true, at: '2026-01-01T00:00:00Z' } }) })
+  await setProfile(b.id, { country: 'ES' })
+  const seg = await createSegment(tenant, { name: 'csv', type: 'dynamic' })
+
+  const page1 = await h.request('GET', `/segments/${seg.id}/export`, { key: tenant.key, query: { format: 'csv', limit: 1 } })
+  t.equal(page1.status, 200)
+  t.match(page1.headers.get('content-type'), /^text\/csv/)
+  const next = page1.headers.get('x-next-cursor')
+  t.ok(next, 'next cursor in the header')
+  t.equal(page1.text, 'external_id,email,phone,name,consent,country\r\n"a,1",a@x.io,+39 333,"Rossi, ""Ann""\nSecond line",email:1;push:0,IT\r\n')
+
+  const page2 = await h.request('GET', `/segments/${seg.id}/export`, { key: tenant.key, query: { format: 'csv', limit: 1, cursor: next! } })
+  t.equal(page2.text, 'external_id,email,phone,name,consent,country\r\n"b""2",,,,,ES\r\n')
+  t.equal(page2.headers.get('x-next-cursor'), null, 'no header on the last page')
+})
+
+t.test('recompute stores player_count and emits segment.recomputed only when membership changed', async (t) => {
+  const tenant = await h.createTenant()
+  const a = await createPlayer(tenant, { external_id: 'a' })
+  const b = await createPlayer(tenant, { external_id: 'b' })
+  await setProfile(a.id, { country: 'IT' })
+  const seg = await createSegment(tenant, { name: 'it', type: 'dynamic', rules: { field: 'country', op: 'eq', value: 'IT' } })
+  const empty = await createSegment(tenant, { name: 'empty', type: 'static' })
+  const recomputed = async () =>
+    sql<{ data: any; brand_id: string }[]>`select data, brand_id from outbox where tenant_id = ${tenant.id} and event = 'segment.recomputed' order by id`
+
+  await recomputeSegments(h.app.ctx, { tenantId: tenant.id })
+  let got = (await h.request('GET', `/segments/${seg.id}`, { key: tenant.key })).body.data
+  t.equal(got.player_count, 1)
+  t.ok(Date.parse(got.last_computed_at))
+  t.equal((await h.request('GET', `/segments/${empty.id}`, { key: tenant.key })).body.data.player_count, 0)
+  let events = await recomputed()
+  t.equal(events.length, 1)
+  t.match(events[0]!.data, { segment_id: seg.id, player_count: 1 })
+  t.equal(events[0]!.brand_id, tenant.brand.id)
+
+  const result = await recomputeSegments(h.app.ctx, { tenantId: tenant.id })
+  t.match(result, { changed: 0 })
+  t.equal((await recomputed()).length, 1, 'no event when nothing changed')
+
+  // Same count, different members: still a change.
+  await setProfile(a.id, { country: 'FR' })
+  await setProfile(b.id, { country: 'IT' })
+  await recomputeSegments(h.app.ctx, { tenantId: tenant.id })
+  events = await recomputed()
+  t.equal(events.length, 2)
+  t.match(events[1]!.data, { segment_id: seg.id, player_count: 1 })
+
+  await setProfile(a.id, { country: 'IT' })
+  await recomputeSegments(h.app.ctx, { tenantId: tenant.id })
+  events = await recomputed()
+  t.match(events[2]!.data, { segment_id: seg.id, player_count: 2 })
+  t.equal((await h.request('GET', '/segments', { key: tenant.key })).body.data.find((s: { id: string }) => s.id === seg.id).player_count, 2)
+})
+
+t.test("tenant and brand isolation; read-only keys can read but not create", async (t) => {
+  const owner = await h.createTenant()
+  const stranger = await h.createTenant()
+  const seg = await createSegment(owner, { name: 'mine', type: 'dynamic' })
+  for (const path of [`/segments/${seg.id}`, `/segments/${seg.id}/export`]) {
+    const res = await h.request('GET', path, { key: stranger.key })
+    t.equal(res.status, 404, path)
+    t.equal(res.body.code, 'NOT_FOUND')
+    t.equal((await h.request('GET', path)).status, 401)
+  }
+  t.same((await h.request('GET', '/segments', { key: stranger.key })).body.data, [])
+
+  const second = await owner.createBrand('second')
+  const pinned = await owner.createKey({ brand: second.slug })
+  t.equal((await h.request('GET', `/segments/${seg.id}/export`, { key: pinned.key })).status, 404)
+  t.same((await h.request('GET', '/segments', { key: pinned.key })).body.data, [])
+  const own = await createSegment(owner, { name: 'second-brand', type: 'dynamic', brand: owner.brand.slug }, pinned.key)
+  t.same((await h.request('GET', '/segments', { key: pinned.key })).body.data.map((s: { id: string }) => s.id), [own.id])
+  t.same((await h.request('GET', '/segments', { key: owner.key, query: { brand: second.id } })).body.data.map((s: { id: string }) => s.id), [own.id])
+  t.equal((await h.request('GET', `/segments/${own.id}/export`, { key: owner.key })).status, 200, 'a tenant-wide key sees every brand by id')
+
+  const ro = await owner.createKey({ scopes: ['read'] })
+  t.equal((await h.request('GET', '/segments', { key: ro.key })).status, 200)
+  t.equal((await h.request('GET', `/segments/${seg.id}/export`, { key: ro.key, query: { format: 'csv' } })).status, 200)
+  const denied = await h.request('POST', '/segments', { key: ro.key, body: { name: 'x', type: 'dynamic' } })
+  t.equal(denied.status, 403)
+  t.equal(denied.body.code, 'FORBIDDEN')
+})
