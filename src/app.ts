@@ -28,7 +28,9 @@ export interface BackgroundService {
 type StartService = (ctx: AppContext) => Promise<BackgroundService> | BackgroundService
 
 /** Features register their background services here. */
-const backgroundServices: StartService[] = [(ctx) => startSegmentRecompute(ctx)]
+const backgroundServices: StartService[] = [
+  (ctx) => startSegmentRecompute(ctx, { intervalMs: ctx.config.segmentRecomputeIntervalMs }),
+]
 
 export async function startApp(
   config: Config,

@@ -20,6 +20,7 @@ const Env = Type.Object({
     Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),
   ),
   BODY_LIMIT_BYTES: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
+  SEGMENT_RECOMPUTE_INTERVAL_MS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
 })
 
 export interface Config {
@@ -36,6 +37,7 @@ export interface Config {
   webhookAllowPrivate: boolean
   logLevel: string
   bodyLimitBytes: number
+  segmentRecomputeIntervalMs: number
   version: string
 }
 
@@ -74,6 +76,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     webhookAllowPrivate: e.WEBHOOK_ALLOW_PRIVATE === 'true' || e.WEBHOOK_ALLOW_PRIVATE === '1',
     logLevel: e.LOG_LEVEL ?? 'info',
     bodyLimitBytes: Number(e.BODY_LIMIT_BYTES ?? 1024 * 1024),
+    segmentRecomputeIntervalMs: Number(e.SEGMENT_RECOMPUTE_INTERVAL_MS ?? 60_000),
     version: process.env.npm_package_version ?? '0.1.0',
   }
 }

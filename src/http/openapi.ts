@@ -43,7 +43,8 @@ function parameters(schema: TSchema | undefined, where: 'path' | 'query', compon
   return Object.entries(plain.properties ?? {}).map(([name, s]) => ({
     name,
     in: where,
-    required: where === 'path' || (plain.required ?? []).includes(name),
+    // A parameter with a default may be omitted, even though the schema lists it as required.
+    required: where === 'path' || ((plain.required ?? []).includes(name) && s.default === undefined),
     schema: s,
     ...(typeof s.description === 'string' ? { description: s.description } : {}),
   }))
