@@ -1,7 +1,7 @@
 // Starts the real service (real stores, real HTTP on a free port) once per test file. Each test creates
 // its own tenant, so tests never truncate and files can run in parallel.
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { cpSync, existsSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { startApp, type App } from '../../src/app.ts'
@@ -51,11 +51,34 @@ interface Teardown {
 
 let tenantCounter = 0
 
+/**
+ * A fresh PGlite directory costs seconds of initdb; every test file would pay it. Copy an initialised,
+ * still empty one instead (made once per PGlite version; migrations still run per test file).
+ */
+async function seedEmbeddedPostgres(dataDir: string): Promise<void> {
+  const manifest = new URL('../../node_modules/@electric-sql/pglite/package.json', import.meta.url)
+  const { version } = JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }
+  const template = join(tmpdir(), `respin-pglite-template-${version}`)
+  if (!existsSync(template)) {
+    const building = `${template}.${process.pid}`
+    const { PGlite } = await import('@electric-sql/pglite')
+    const db = await PGlite.create(building)
+    await db.close()
+    try {
+      renameSync(building, template) // atomic: a concurrent test file either wins or finds it done
+    } catch {
+      rmSync(building, { recursive: true, force: true })
+    }
+  }
+  cpSync(template, join(dataDir, 'postgres'), { recursive: true })
+}
+
 export async function startHarness(
   t: Teardown,
   opts: { env?: Record<string, string>; extraRoutes?: RouteDef[]; clock?: () => Date } = {},
 ): Promise<Harness> {
   const dataDir = mkdtempSync(join(tmpdir(), 'respin-test-'))
+  if (!process.env.DATABASE_URL && !opts.env?.DATABASE_URL) await seedEmbeddedPostgres(dataDir)
   const adminKey = `admin-${randomBytes(16).toString('hex')}`
   const config = loadConfig({
     ...process.env,

@@ -1,0 +1,45 @@
+// `npm run admin -- ...` bootstraps an installation straight against the database.
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t from 'tap'
+import { startHarness } from '../helpers/harness.ts'
+import { probeRoutes } from '../helpers/probe-routes.ts'
+
+const dataDir = mkdtempSync(join(tmpdir(), 'respin-cli-'))
+t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
+const cli = (...args: string[]) =>
+  JSON.parse(
+    execFileSync(process.execPath, ['--import', 'tsx', 'src/admin/cli.ts', ...args], {
+      env: { ...process.env, DATA_DIR: dataDir, CLICKHOUSE_URL: '', REDIS_URL: '', LOG_LEVEL: 'silent' },
+      encoding: 'utf8',
+    }),
+  )
+
+t.test('bootstrap creates a tenant, its default brand and a working full-access key, printed once', async (t) => {
+  const out = cli('bootstrap', '--name', 'Acme Casino', '--brand', 'acme')
+  t.match(out.tenant, { name: 'Acme Casino', slug: 'acme-casino' })
+  t.match(out.brand, { slug: 'acme', is_default: true, tenant_id: out.tenant.id })
+  t.match(out.key.key, /^rsp_/)
+  t.same(out.key.scopes, [])
+  const more = cli('key:create', '--tenant', out.tenant.id, '--scopes', 'events:write', '--brand', 'acme', '--name', 'ingest')
+  t.same(more.scopes, ['events:write'])
+  t.equal(more.brand_id, out.brand.id)
+  const listed = cli('key:list', '--tenant', out.tenant.id)
+  t.equal(listed.length, 2)
+  t.notOk(JSON.stringify(listed).includes(out.key.key), 'listing never shows a key')
+  const revoked = cli('key:revoke', '--id', more.id)
+  t.equal(revoked.id, more.id)
+
+  // The server started on the same data directory accepts the bootstrap key.
+  const h = await startHarness(t, { env: { DATA_DIR: dataDir }, extraRoutes: probeRoutes })
+  const res = await h.request('GET', '/_probe/whoami', { key: out.key.key })
+  t.equal(res.status, 200)
+  t.equal(res.body.brand.id, out.brand.id)
+  t.equal((await h.request('POST', '/_probe/ingest', { key: more.key })).status, 401, 'the revoked key fails')
+})
+
+t.test('a usage error exits non-zero with the usage text', async (t) => {
+  t.throws(() => execFileSync(process.execPath, ['--import', 'tsx', 'src/admin/cli.ts', 'key:create'], { encoding: 'utf8', stdio: 'pipe' }))
+})
