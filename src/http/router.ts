@@ -349,6 +349,7 @@ function send(
 function sendError(ctx: AppContext, res: HttpResponse, conn: Conn, err: unknown, requestId: string, meta?: Meta): void {
   const rendered = renderError(err, requestId)
   if (rendered.status >= 500) ctx.log.error({ err, reqId: requestId, tenantId: meta?.tenantId }, 'request failed')
+  else if (!(err instanceof AppError)) ctx.log.warn({ err, reqId: requestId, tenantId: meta?.tenantId }, 'request value refused by the database')
   send(ctx, res, conn, rendered.status, JSON.stringify(rendered.body), 'application/json', rendered.headers, meta ?? {
     requestId,
     started: performance.now(),
