@@ -241,12 +241,38 @@ function safeDecode(s: string): string {
   }
 }
 
+/**
+ * How deeply objects and arrays may nest in a JSON body (the body itself is level 1). Deeper documents
+ * overflow the stack of JSON.stringify when a value is written to a store, and no API shape needs them.
+ */
+export const MAX_JSON_DEPTH = 64
+
 function parseJson(buf: Buffer): unknown {
+  if (jsonDeeperThan(buf, MAX_JSON_DEPTH)) {
+    throw badRequest(`JSON body nested deeper than ${MAX_JSON_DEPTH} levels`, { reason: 'TOO_DEEP', max_depth: MAX_JSON_DEPTH })
+  }
   try {
     return JSON.parse(buf.toString('utf8'))
   } catch {
     throw badRequest('malformed JSON body')
   }
+}
+
+/** One pass over the raw bytes, skipping strings: is any `{`/`[` more than `max` levels deep? */
+function jsonDeeperThan(buf: Buffer, max: number): boolean {
+  let depth = 0
+  let inString = false
+  for (let i = 0; i < buf.length; i++) {
+    const c = buf[i]
+    if (inString) {
+      if (c === 0x5c) i++ // backslash: skip the escaped byte
+      else if (c === 0x22) inString = false
+    } else if (c === 0x22) inString = true
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > max) return true
+    } else if (c === 0x7d || c === 0x5d) depth--
+  }
+  return false
 }
 
 /** The JSON type of each top-level property, for turning query/path strings into typed values. */

@@ -1,11 +1,13 @@
-// Values the schemas let through but PostgreSQL refuses (a NUL character in text or jsonb) are the
-// caller's mistake: 400 in the error shape, never 500.
+// Values the schemas let through but the stores cannot take (a NUL character in text or jsonb, JSON nested
+// deeper than any serialiser's stack) are the caller's mistake: 400 in the error shape, never 500.
 import t from 'tap'
 import { startHarness } from '../helpers/harness.ts'
 
 const h = await startHarness(t)
 
 const NUL = 'a\u0000b'
+/** `{"a":{"a":...1...}}`, n levels deep, as JSON text (JSON.stringify would overflow the test's stack). */
+const deep = (n: number): string => `${'{"a":'.repeat(n)}1${'}'.repeat(n)}`
 t.test('a NUL character anywhere PostgreSQL would store or compare it is 400 BAD_REQUEST', async (t) => {
   const tenant = await h.createTenant()
   const key = tenant.key
@@ -46,4 +48,29 @@ t.test('a NUL character anywhere PostgreSQL would store or compare it is 400 BAD
   // Nothing was half-written.
   const list = await h.request('GET', '/players', { key })
   t.same(list.body.data.map((p: { external_id: string }) => p.external_id), ['p1'])
+})
+
+t.test('a JSON body nested deeper than 64 levels is 400 BAD_REQUEST (was 500)', async (t) => {
+  const tenant = await h.createTenant()
+  const key = tenant.key
+  const cases: [string, string][] = [
+    ['/players', `{"external_id":"deep","metadata":${deep(20_000)}}`],
+    ['/campaigns', `{"name":"c","type":"one_shot","channels":["email"],"config":${deep(20_000)}}`],
+    ['/gamification/badges', `{"name":"b","criteria":${deep(20_000)}}`],
+  ]
+  for (const [path, rawBody] of cases) {
+    const res = await h.request('POST', path, { key, rawBody, headers: { 'content-type': 'application/json' } })
+    t.equal(res.status, 400, path)
+    t.equal(res.body.code, 'BAD_REQUEST', path)
+  }
+  // 64 levels (the body object plus 63 below it) are stored as given; brackets inside strings do not count.
+  const ok = await h.request('POST', '/players', {
+    key,
+    rawBody: `{"external_id":"[[[{{{\\"{{","metadata":${deep(63)}}`,
+    headers: { 'content-type': 'application/json' },
+  })
+  t.equal(ok.status, 201, ok.text)
+  const tooDeep = await h.request('POST', '/players', { key, rawBody: `{"external_id":"x","metadata":${deep(64)}}`, headers: { 'content-type': 'application/json' } })
+  t.equal(tooDeep.status, 400)
+  t.match(tooDeep.body.details, { reason: 'TOO_DEEP', max_depth: 64 })
 })
