@@ -137,7 +137,7 @@ export async function getRow<Out>(sql: Sql, def: ResourceDef<Out>, input: Visibi
 /**
  * Updates the given fields. The stored row is locked and merged with the patch first, so cross-field rules
  * (max_points ≥ min_points, ends_at after starts_at) hold for the resulting record, not just the patch.
- * A patch with no updatable field is 400.
+ * A patch with no updatable field (`{}`, the empty subset) changes nothing and returns the resource as it is.
  */
 export async function patchRow<Out>(
   sql: Sql,
@@ -145,11 +145,7 @@ export async function patchRow<Out>(
   input: Visibility & { id: string; fields: Row },
 ): Promise<Out> {
   const { row, columns } = values(sql, def, input.fields)
-  if (columns.length === 0) {
-    throw badRequest(`no updatable field given; accepted: ${def.columns.join(', ')}`, {
-      errors: [{ in: 'body', field: 'body', message: `must contain at least one of ${def.columns.join(', ')}` }],
-    })
-  }
+  if (columns.length === 0) return getRow(sql, def, input)
   return refusedAs400(def, () => sql.begin(async (tx) => {
     const [current] = await tx<Row[]>`
       select * from ${tx(def.table)} where id = ${input.id} and ${visible(tx, input)} for update`
