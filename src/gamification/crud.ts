@@ -4,7 +4,7 @@
 // these functions do list/create/get/patch/delete for it. Identifiers come from the descriptor (never from
 // the request) and every value is a bound parameter.
 import type { TransactionSql } from 'postgres'
-import { pgErrorCode, type Sql } from '../db/postgres.ts'
+import type { Sql } from '../db/postgres.ts'
 import { badRequest, notFound } from '../errors.ts'
 import type { FieldError } from '../http/router.ts'
 
@@ -52,22 +52,6 @@ function values(sql: Sql, def: ResourceDef<unknown>, input: Row): { row: Values;
   return { row, columns }
 }
 
-/**
- * A value the schema let through but PostgreSQL refuses (a data exception such as a date out of its
- * range, or a check constraint) is the caller's mistake: 400, never 500.
- */
-async function refusedAs400<T>(def: ResourceDef<unknown>, fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn()
-  } catch (err) {
-    const code = pgErrorCode(err)
-    if (code && (code.startsWith('22') || code === '23514')) {
-      throw badRequest(`invalid ${def.label}: a value is out of the storable range`, { reason: 'VALUE_REJECTED' })
-    }
-    throw err
-  }
-}
-
 function runChecks(def: ResourceDef<unknown>, record: Row): void {
   const errors = def.check?.(record) ?? []
   if (errors.length) throw badRequest(`invalid ${def.label}`, { errors })
@@ -81,9 +65,10 @@ export async function createRow<Out>(
   runChecks(def, input.fields)
   const { row, columns } = values(sql, def, input.fields)
   const all: Values = { ...row, tenant_id: input.tenantId, brand_id: input.brandId }
-  const [created] = await refusedAs400(def, () => sql<Row[]>`
+  // A value PostgreSQL refuses (a date out of its range, ...) is a 400 VALUE_REJECTED (http/errors.ts).
+  const [created] = await sql<Row[]>`
     insert into ${sql(def.table)} ${sql(all, [...columns, 'tenant_id', 'brand_id'])}
-    returning *`)
+    returning *`
   return def.toOut(created!)
 }
 
@@ -146,7 +131,7 @@ export async function patchRow<Out>(
 ): Promise<Out> {
   const { row, columns } = values(sql, def, input.fields)
   if (columns.length === 0) return getRow(sql, def, input)
-  return refusedAs400(def, () => sql.begin(async (tx) => {
+  return sql.begin(async (tx) => {
     const [current] = await tx<Row[]>`
       select * from ${tx(def.table)} where id = ${input.id} and ${visible(tx, input)} for update`
     if (!current) throw notFound(def.label)
@@ -158,7 +143,7 @@ export async function patchRow<Out>(
       where id = ${input.id}
       returning *`
     return def.toOut(updated!)
-  }) as Promise<Out>)
+  }) as Promise<Out>
 }
 
 export async function deleteRow(sql: Sql, def: ResourceDef<unknown>, input: Visibility & { id: string }): Promise<{ id: string }> {
