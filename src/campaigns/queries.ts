@@ -121,12 +121,3 @@ export async function updateCampaign(
     returning ${columns(sql)}`
   return row && campaignOut(row)
 }
-
-export async function insertOutboxEvent(
-  sql: Sql,
-  e: { tenantId: string; brandId: string | null; event: string; data: Record<string, unknown> },
-): Promise<void> {
-  await sql`
-    insert into outbox (tenant_id, brand_id, event, data)
-    values (${e.tenantId}, ${e.brandId}, ${e.event}, ${sql.json(e.data as never)})`
-}

@@ -2,6 +2,7 @@
 // status machine, and DELETE as a soft cancel. The execution engine (audience, sends, stats) comes later.
 import type { AppContext } from '../context.ts'
 import { AppError, badRequest, notFound } from '../errors.ts'
+import { insertOutbox } from '../lib/outbox.ts'
 import * as q from './queries.ts'
 import type { Campaign, CampaignType } from './schemas.ts'
 import { checkTransition, type CampaignStatus } from './status.ts'
@@ -40,7 +41,7 @@ export async function createCampaign(
       schedule: input.schedule ?? {},
       config: input.config ?? {},
     })
-    await q.insertOutboxEvent(tx, {
+    await insertOutbox(tx, {
       tenantId: input.tenantId,
       brandId: input.brandId,
       event: 'campaign.created',

@@ -130,12 +130,3 @@ export async function upsertProfileLocale(
       currency = ${p.currency === undefined ? sql`player_profiles.currency` : sql`excluded.currency`},
       updated_at = now()`
 }
-
-export async function insertOutbox(
-  sql: Sql,
-  e: { tenantId: string; brandId: string | null; event: string; data: Record<string, unknown> },
-): Promise<void> {
-  await sql`
-    insert into outbox (tenant_id, brand_id, event, data)
-    values (${e.tenantId}, ${e.brandId}, ${e.event}, ${sql.json(e.data as never)})`
-}

@@ -5,6 +5,7 @@ import type { Sql } from '../db/postgres.ts'
 import type { Sql as Db } from './queries.ts'
 import { notFound } from '../errors.ts'
 import { pagination } from '../lib/schemas.ts'
+import { insertOutbox } from '../lib/outbox.ts'
 import * as q from './queries.ts'
 import type { Player, PlayerProfile, PlayerWithProfile } from './schemas.ts'
 import { lifecycleStage, nextBestAction as decideNextBestAction, scores, type NextBestAction, type ScoringInput } from './scoring.ts'
@@ -151,9 +152,9 @@ async function applyChanges(tx: Db, prev: q.PlayerRow, changes: PlayerChanges): 
   })
   const player = toPlayer(next)
   const { id, ...fields } = player
-  await q.insertOutbox(tx, { tenantId: next.tenant_id, brandId: next.brand_id, event: 'player.updated', data: { player_id: id, ...fields, changed } })
+  await insertOutbox(tx, { tenantId: next.tenant_id, brandId: next.brand_id, event: 'player.updated', data: { player_id: id, ...fields, changed } })
   if (next.status !== prev.status) {
-    await q.insertOutbox(tx, {
+    await insertOutbox(tx, {
       tenantId: next.tenant_id,
       brandId: next.brand_id,
       event: 'player.status_changed',
@@ -196,7 +197,7 @@ export async function createOrUpdatePlayer(
     let row: q.PlayerRow
     if (inserted) {
       row = inserted
-      await q.insertOutbox(tx, {
+      await insertOutbox(tx, {
         tenantId: row.tenant_id,
         brandId: row.brand_id,
         event: 'player.created',

@@ -122,12 +122,3 @@ export async function storeRecompute(sql: Sql, s: { id: string; count: number; f
     update segments set player_count = ${s.count}, members_fingerprint = ${s.fingerprint}, last_computed_at = ${s.at}
     where id = ${s.id}`
 }
-
-export async function insertOutbox(
-  sql: Sql,
-  e: { tenantId: string; brandId: string | null; event: string; data: Record<string, unknown> },
-): Promise<void> {
-  await sql`
-    insert into outbox (tenant_id, brand_id, event, data)
-    values (${e.tenantId}, ${e.brandId}, ${e.event}, ${sql.json(e.data as never)})`
-}

@@ -6,6 +6,7 @@ import { cursorCodec, decodeCursorOr400, invalidCursor } from '../lib/cursor.ts'
 import type { Logger } from '../lib/log.ts'
 import { consentOf } from '../players/service.ts'
 import { toCsv } from './csv.ts'
+import { insertOutbox } from '../lib/outbox.ts'
 import * as q from './queries.ts'
 import { validateRules } from './rules.ts'
 import type { ExportRow, Segment } from './schemas.ts'
@@ -114,7 +115,7 @@ export async function recomputeSegment(
     await q.storeRecompute(tx, { id: seg.id, count, fingerprint, at: now })
     const previous = seg.members_fingerprint ?? '0:0'
     if (fingerprint === previous) return 'unchanged' as const
-    await q.insertOutbox(tx, {
+    await insertOutbox(tx, {
       tenantId: seg.tenant_id,
       brandId: seg.brand_id,
       event: 'segment.recomputed',
