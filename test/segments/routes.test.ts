@@ -361,3 +361,11 @@ t.test("tenant and brand isolation; read-only keys can read but not create", asy
   t.equal(denied.status, 403)
   t.equal(denied.body.code, 'FORBIDDEN')
 })
+
+t.test('the OpenAPI document describes both export bodies (JSON and CSV) and the x-next-cursor header', async (t) => {
+  const doc = (await h.request('GET', '/openapi.json')).body
+  const ok = doc.paths['/api/v1/segments/{id}/export'].get.responses['200']
+  t.ok(ok.content['application/json'].schema, 'JSON page')
+  t.match(ok.content['text/csv'].schema, { type: 'string' }, 'CSV page')
+  t.match(ok.headers['x-next-cursor'], { schema: { type: 'string' } })
+})
