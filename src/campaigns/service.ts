@@ -3,17 +3,14 @@
 import type { AppContext } from '../context.ts'
 import { AppError, badRequest, notFound } from '../errors.ts'
 import { insertOutbox } from '../lib/outbox.ts'
+import type { Visibility } from '../lib/visibility.ts'
 import * as q from './queries.ts'
 import type { Campaign, CampaignType } from './schemas.ts'
 import { checkTransition, type CampaignStatus } from './status.ts'
 
 type Deps = Pick<AppContext, 'sql' | 'log'>
 
-/** Who is asking: the tenant, and the brand of a brand-pinned key (null for a tenant-wide key). */
-export interface Viewer {
-  tenantId: string
-  brandId: string | null
-}
+type Viewer = Visibility
 
 export async function createCampaign(
   deps: Deps,

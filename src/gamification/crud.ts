@@ -3,10 +3,10 @@
 // updated_at. A resource is described once (table, writable columns, JSON columns, order, row → output) and
 // these functions do list/create/get/patch/delete for it. Identifiers come from the descriptor (never from
 // the request) and every value is a bound parameter.
-import type { TransactionSql } from 'postgres'
 import type { Sql } from '../db/postgres.ts'
 import { badRequest, notFound } from '../errors.ts'
 import type { FieldError } from '../http/router.ts'
+import { visibleTo, type Visibility } from '../lib/visibility.ts'
 
 export type Row = Record<string, unknown>
 
@@ -24,13 +24,6 @@ export interface ResourceDef<Out> {
   toOut(row: Row): Out
   /** Rules across fields, checked on the complete record (the stored row merged with a patch). */
   check?(record: Row): FieldError[]
-}
-
-/** Who may see a resource by id: the caller's tenant, and only its brand for a brand-pinned key. */
-export interface Visibility {
-  tenantId: string
-  /** The brand of a brand-pinned key; null for a tenant-wide key. */
-  pinnedBrandId: string | null
 }
 
 export const iso = (d: unknown): string | null => (d instanceof Date ? d.toISOString() : d == null ? null : new Date(String(d)).toISOString())
@@ -110,11 +103,8 @@ export async function pageRows<Out>(
   return { rows: rows.map((r) => def.toOut(r)), total: Number(count?.total ?? 0) }
 }
 
-const visible = (sql: Sql | TransactionSql, v: Visibility) =>
-  v.pinnedBrandId === null ? sql`tenant_id = ${v.tenantId}` : sql`tenant_id = ${v.tenantId} and brand_id = ${v.pinnedBrandId}`
-
 export async function getRow<Out>(sql: Sql, def: ResourceDef<Out>, input: Visibility & { id: string }): Promise<Out> {
-  const [row] = await sql<Row[]>`select * from ${sql(def.table)} where id = ${input.id} and ${visible(sql, input)}`
+  const [row] = await sql<Row[]>`select * from ${sql(def.table)} where id = ${input.id} and ${visibleTo(sql, input)}`
   if (!row) throw notFound(def.label)
   return def.toOut(row)
 }
@@ -133,7 +123,7 @@ export async function patchRow<Out>(
   if (columns.length === 0) return getRow(sql, def, input)
   return sql.begin(async (tx) => {
     const [current] = await tx<Row[]>`
-      select * from ${tx(def.table)} where id = ${input.id} and ${visible(tx, input)} for update`
+      select * from ${tx(def.table)} where id = ${input.id} and ${visibleTo(tx, input)} for update`
     if (!current) throw notFound(def.label)
     const merged: Row = { ...current }
     for (const column of columns) merged[column] = input.fields[column]
@@ -148,7 +138,7 @@ export async function patchRow<Out>(
 
 export async function deleteRow(sql: Sql, def: ResourceDef<unknown>, input: Visibility & { id: string }): Promise<{ id: string }> {
   const [row] = await sql<{ id: string }[]>`
-    delete from ${sql(def.table)} where id = ${input.id} and ${visible(sql, input)} returning id`
+    delete from ${sql(def.table)} where id = ${input.id} and ${visibleTo(sql, input)} returning id`
   if (!row) throw notFound(def.label)
   return { id: row.id }
 }

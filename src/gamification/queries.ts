@@ -1,7 +1,8 @@
 // Reads behind the player gamification profile. The players table belongs to the players feature; this
 // file only reads its id/tenant/brand to decide visibility.
 import type { Sql } from '../db/postgres.ts'
-import { iso, num, type Row, type Visibility } from './crud.ts'
+import { visibleTo, type Visibility } from '../lib/visibility.ts'
+import { iso, num, type Row } from './crud.ts'
 import type { PlayerGamificationProfile } from './schemas.ts'
 
 type Profile = PlayerGamificationProfile
@@ -15,8 +16,7 @@ export interface PlayerRef {
 export async function findPlayer(sql: Sql, input: Visibility & { playerId: string }): Promise<PlayerRef | undefined> {
   const [row] = await sql<{ id: string; tenant_id: string; brand_id: string }[]>`
     select id, tenant_id, brand_id from players
-    where id = ${input.playerId} and tenant_id = ${input.tenantId}
-      ${input.pinnedBrandId === null ? sql`` : sql`and brand_id = ${input.pinnedBrandId}`}`
+    where id = ${input.playerId} and ${visibleTo(sql, input)}`
   return row && { id: row.id, tenantId: row.tenant_id, brandId: row.brand_id }
 }
 

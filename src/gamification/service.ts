@@ -2,7 +2,8 @@
 import type { AppContext } from '../context.ts'
 import { notFound } from '../errors.ts'
 import type { FieldError } from '../http/router.ts'
-import { endsAfterStarts, iso, num, type ResourceDef, type Row, type Visibility } from './crud.ts'
+import type { Visibility } from '../lib/visibility.ts'
+import { endsAfterStarts, iso, num, type ResourceDef, type Row } from './crud.ts'
 import * as q from './queries.ts'
 import type { Badge, Level, Mission, PlayerGamificationProfile, PointCurrency } from './schemas.ts'
 

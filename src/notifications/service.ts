@@ -2,17 +2,14 @@
 // until the delivery issue renders and sends them.
 import type { AppContext } from '../context.ts'
 import { badRequest, notFound } from '../errors.ts'
+import type { Visibility } from '../lib/visibility.ts'
 import * as q from './queries.ts'
 import type { Channel, Locale, NotificationTemplate, QueuedNotification } from './schemas.ts'
 import { templateVariables } from './variables.ts'
 
 type Deps = Pick<AppContext, 'sql' | 'log'>
 
-/** Who is asking: the tenant, and the brand of a brand-pinned key (null for a tenant-wide key). */
-export interface Viewer {
-  tenantId: string
-  brandId: string | null
-}
+type Viewer = Visibility
 
 const distinct = (names: readonly string[]) => [...new Set(names)]
 

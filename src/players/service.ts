@@ -5,6 +5,7 @@ import type { Sql } from '../db/postgres.ts'
 import type { Sql as Db } from './queries.ts'
 import { notFound } from '../errors.ts'
 import { pagination } from '../lib/schemas.ts'
+import type { Visibility } from '../lib/visibility.ts'
 import { insertOutbox } from '../lib/outbox.ts'
 import * as q from './queries.ts'
 import type { Player, PlayerProfile, PlayerWithProfile } from './schemas.ts'
@@ -13,13 +14,6 @@ import { lifecycleStage, nextBestAction as decideNextBestAction, scores, type Ne
 interface Deps {
   sql: Sql
   clock: () => Date
-}
-
-/** Where a by-id lookup may look: the tenant, narrowed to one brand for a brand-pinned key. */
-export interface Visibility {
-  tenantId: string
-  /** The pinned brand of the key, or null for a tenant-wide key. */
-  brandId: string | null
 }
 
 const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null)

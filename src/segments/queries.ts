@@ -2,6 +2,7 @@
 // `players p left join player_profiles pp`, narrowed to the segment's tenant and brand.
 import type { TransactionSql } from 'postgres'
 import type { Sql as Pool } from '../db/postgres.ts'
+import { visibleTo, type Visibility } from '../lib/visibility.ts'
 import type { Fragment } from './fields.ts'
 import { compileRules } from './rules.ts'
 
@@ -39,10 +40,8 @@ export async function selectSegments(sql: Sql, q: { tenantId: string; brandId: s
     order by created_at, id`
 }
 
-export async function selectSegment(sql: Sql, q: { tenantId: string; brandId: string | null; segmentId: string }): Promise<SegmentRow | undefined> {
-  const [row] = await sql<SegmentRow[]>`
-    select * from segments
-    where id = ${q.segmentId} and tenant_id = ${q.tenantId} ${q.brandId ? sql`and brand_id = ${q.brandId}` : sql``}`
+export async function selectSegment(sql: Sql, q: Visibility & { segmentId: string }): Promise<SegmentRow | undefined> {
+  const [row] = await sql<SegmentRow[]>`select * from segments where id = ${q.segmentId} and ${visibleTo(sql, q)}`
   return row
 }
 

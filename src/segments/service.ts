@@ -4,6 +4,7 @@ import type { Sql as Pool } from '../db/postgres.ts'
 import { notFound } from '../errors.ts'
 import { cursorCodec, decodeCursorOr400, invalidCursor } from '../lib/cursor.ts'
 import type { Logger } from '../lib/log.ts'
+import type { Visibility } from '../lib/visibility.ts'
 import { consentOf } from '../players/service.ts'
 import { toCsv } from './csv.ts'
 import { insertOutbox } from '../lib/outbox.ts'
@@ -14,12 +15,6 @@ import type { ExportRow, Segment } from './schemas.ts'
 interface Deps {
   sql: Pool
   clock: () => Date
-}
-
-export interface Visibility {
-  tenantId: string
-  /** The pinned brand of the key, or null for a tenant-wide key. */
-  brandId: string | null
 }
 
 export const toSegment = (r: q.SegmentRow): Segment => ({
