@@ -4,6 +4,7 @@ import { notFound } from '../errors.ts'
 import type { FieldError } from '../http/router.ts'
 import type { Visibility } from '../lib/visibility.ts'
 import { endsAfterStarts, iso, num, type ResourceDef, type Row } from './crud.ts'
+import { findPlayerRef } from '../players/service.ts'
 import * as q from './queries.ts'
 import type { Badge, Level, Mission, PlayerGamificationProfile, PointCurrency } from './schemas.ts'
 
@@ -99,7 +100,7 @@ export async function getPlayerProfile(
   ctx: AppContext,
   input: Visibility & { playerId: string },
 ): Promise<PlayerGamificationProfile> {
-  const player = await q.findPlayer(ctx.sql, input)
+  const player = await findPlayerRef(ctx, input)
   if (!player) throw notFound('player')
   const now = ctx.clock()
   const [balances, levelCurrencyId, active, earned] = await Promise.all([

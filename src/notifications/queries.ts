@@ -123,16 +123,6 @@ export async function updateTemplate(
   return row && templateOut(row)
 }
 
-/** A player of the tenant (and of `brandId`, for a brand-pinned key). Players are owned by src/players. */
-export async function selectPlayerBrand(
-  sql: Sql,
-  k: { tenantId: string; brandId: string | null; playerId: string },
-): Promise<{ id: string; brand_id: string } | undefined> {
-  const [row] = await sql<{ id: string; brand_id: string }[]>`
-    select id, brand_id from players where id = ${k.playerId} and ${visibleTo(sql, k)}`
-  return row
-}
-
 interface NotificationRow {
   id: string
   tenant_id: string

@@ -75,6 +75,16 @@ export async function selectPlayerWithProfile(
   return row
 }
 
+/** The id, tenant and brand of a visible player. */
+export async function selectPlayerRef(
+  sql: Sql,
+  q: Visibility & { playerId: string },
+): Promise<{ id: string; tenant_id: string; brand_id: string } | undefined> {
+  const [row] = await sql<{ id: string; tenant_id: string; brand_id: string }[]>`
+    select id, tenant_id, brand_id from players where id = ${q.playerId} and ${visibleTo(sql, q)}`
+  return row
+}
+
 /** Locks the player row for the rest of the transaction. */
 export async function selectPlayerForUpdate(
   sql: Sql,

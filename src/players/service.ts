@@ -102,6 +102,20 @@ export async function listPlayers(
   return { data: rows.map(toPlayer), pagination: pagination(input.page, input.limit, total) }
 }
 
+/** A player that other features act on (sends, gamification profile). */
+export interface PlayerRef {
+  id: string
+  tenantId: string
+  /** The player's own brand. */
+  brandId: string
+}
+
+/** The player if visible (tenant, and the pinned brand of a brand-pinned key), else undefined. */
+export async function findPlayerRef(deps: Pick<Deps, 'sql'>, input: Visibility & { playerId: string }): Promise<PlayerRef | undefined> {
+  const row = await q.selectPlayerRef(deps.sql, input)
+  return row && { id: row.id, tenantId: row.tenant_id, brandId: row.brand_id }
+}
+
 export async function getPlayer(deps: Deps, input: Visibility & { playerId: string }): Promise<PlayerWithProfile> {
   const row = await q.selectPlayerWithProfile(deps.sql, input)
   if (!row) throw notFound('player')
