@@ -1,6 +1,7 @@
 // PostgreSQL access for players and their profiles. Every query filters on tenant_id first.
 import type { TransactionSql } from 'postgres'
 import type { Sql as Pool } from '../db/postgres.ts'
+import { likeContains } from '../lib/like.ts'
 import { visibleTo, type Visibility } from '../lib/visibility.ts'
 
 /** A pool or a transaction: every query here runs unchanged inside `sql.begin`. */
@@ -41,9 +42,6 @@ export interface ProfileRow {
 }
 
 export type PlayerWithProfileRow = PlayerRow & ProfileRow
-
-/** Escapes LIKE wildcards so a search string matches literally. */
-export const likeContains = (s: string) => `%${s.replace(/[\\%_]/g, (c) => `\\${c}`)}%`
 
 export async function selectPlayersPage(
   sql: Sql,

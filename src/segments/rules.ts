@@ -3,6 +3,7 @@
 // with an explicit cast; the SQL text comes only from constant fragments (here and in fields.ts).
 // docs/segments.md documents the grammar, every field and every operator.
 import { badRequest } from '../errors.ts'
+import { likeContains } from '../lib/like.ts'
 import { OPERATORS, OPS_BY_TYPE, resolveField, type Env, type FieldDef, type Fragment, type Operator, type Sql } from './fields.ts'
 
 // ---------------------------------------------------------------------------------------------------------
@@ -190,8 +191,6 @@ const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 // ---------------------------------------------------------------------------------------------------------
 // Compilation (input already validated)
 
-/** `%value%` for ILIKE, with the LIKE wildcards of the value escaped. */
-const likeContains = (s: string) => `%${s.replace(/[\\%_]/g, (c) => `\\${c}`)}%`
 
 function comparison(sql: Sql, op: 'eq' | 'gt' | 'gte' | 'lt' | 'lte', left: Fragment, right: Fragment): Fragment {
   // The operator text comes from this constant table, never from input.
