@@ -26,10 +26,6 @@ export interface ResourceDef<Out> {
   check?(record: Row): FieldError[]
 }
 
-export const iso = (d: unknown): string | null => (d instanceof Date ? d.toISOString() : d == null ? null : new Date(String(d)).toISOString())
-/** numeric and bigint columns arrive as strings (the driver keeps them exact); the API returns JSON numbers. */
-export const num = (v: unknown): number | null => (v == null ? null : Number(v))
-
 // postgres.js's helper types want `any` values; every value here is a validated request field.
 type Values = Record<string, any>
 

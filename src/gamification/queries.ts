@@ -2,7 +2,8 @@
 // (findPlayerRef); these queries read the gamification tables for it.
 import type { Sql } from '../db/postgres.ts'
 import type { PlayerRef } from '../players/service.ts'
-import { iso, num, type Row } from './crud.ts'
+import { iso, num } from '../lib/rows.ts'
+import type { Row } from './crud.ts'
 import type { PlayerGamificationProfile } from './schemas.ts'
 
 type Profile = PlayerGamificationProfile

@@ -4,6 +4,7 @@
 import type { Sql } from '../db/postgres.ts'
 import type { Sql as Db } from './queries.ts'
 import { notFound } from '../errors.ts'
+import { iso, num as numOrNull } from '../lib/rows.ts'
 import { pagination } from '../lib/schemas.ts'
 import type { Visibility } from '../lib/visibility.ts'
 import { insertOutbox } from '../lib/outbox.ts'
@@ -16,8 +17,8 @@ interface Deps {
   clock: () => Date
 }
 
-const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null)
-const num = (v: string | number | null | undefined) => (v === null || v === undefined ? 0 : Number(v))
+/** Profile aggregates are 0 where the player has no profile row yet. */
+const num = (v: unknown): number => numOrNull(v) ?? 0
 
 export const toPlayer = (r: q.PlayerRow): Player => ({
   id: r.id,
