@@ -198,6 +198,10 @@ function invoke(ctx: AppContext, route: CompiledRoute, inc: Incoming, query: Rec
     principal,
     rawBody: inc.body,
     resolveBrand: () => {
+      // A repeated `brand` parameter names no one brand: refused rather than read as "no hint".
+      if (Array.isArray(query.brand) && !(principal as Principal).brandId) {
+        return Promise.reject(badRequest('the brand query parameter is given more than once', { errors: [{ in: 'query', field: 'brand', message: 'must be given once' }] }))
+      }
       const bodyHint = typeof body === 'object' && body !== null ? (body as { brand?: unknown }).brand : undefined
       const hint = inc.headers['x-brand'] ?? (typeof query.brand === 'string' ? query.brand : undefined) ?? (typeof bodyHint === 'string' ? bodyHint : undefined)
       return ctx.auth.resolveBrand(principal as Principal, hint)
