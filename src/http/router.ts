@@ -7,6 +7,7 @@ import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js'
 import { safeEqual } from '../auth/keys.ts'
 import type { Principal } from '../auth/types.ts'
 import type { AppContext } from '../context.ts'
+import { pgErrorCode } from '../db/postgres.ts'
 import type { Logger } from '../lib/log.ts'
 import { AppError, badRequest, forbidden, unauthorized } from '../errors.ts'
 import { renderError, STATUS_TEXT } from './errors.ts'
@@ -379,7 +380,8 @@ function send(
 function sendError(ctx: AppContext, res: HttpResponse, conn: Conn, err: unknown, requestId: string, meta?: Meta): void {
   const rendered = renderError(err, requestId)
   if (rendered.status >= 500) ctx.log.error({ err, reqId: requestId, tenantId: meta?.tenantId }, 'request failed')
-  else if (!(err instanceof AppError)) ctx.log.warn({ err, reqId: requestId, tenantId: meta?.tenantId }, 'request value refused by the database')
+  // Only the SQLSTATE: the server's message quotes the refused value, which may be personal data.
+  else if (!(err instanceof AppError)) ctx.log.warn({ sqlstate: pgErrorCode(err), reqId: requestId, tenantId: meta?.tenantId }, 'request value refused by the database')
   send(ctx, res, conn, rendered.status, JSON.stringify(rendered.body), 'application/json', rendered.headers, meta ?? {
     requestId,
     started: performance.now(),
