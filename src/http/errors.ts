@@ -43,7 +43,7 @@ export function renderError(err: unknown, requestId: string): ErrorReply {
     return {
       status: 400,
       body: {
-        error: 'a value in the request cannot be stored (for example a NUL character, a date out of range or JSON nested too deeply)',
+        error: 'a value in the request cannot be stored or compared by the database (for example a NUL character or a date out of range)',
         code: 'BAD_REQUEST',
         details: { reason: 'VALUE_REJECTED' },
         request_id: requestId,
