@@ -1,6 +1,7 @@
 // Bonus definitions, stored through the generic definition store. Grants and wagering come with the
 // bonus engine.
-import { iso, num, type ResourceDef } from '../gamification/crud.ts'
+import type { ResourceDef } from '../gamification/crud.ts'
+import { iso, num } from '../lib/rows.ts'
 import type { Bonus } from './schemas.ts'
 
 export const bonuses: ResourceDef<Bonus> = {

@@ -1,6 +1,7 @@
 // SQL for campaigns. Every query filters on tenant_id; `brandId` (a brand-pinned key's brand, or the
 // resolved brand of a list) narrows it further.
 import type postgres from 'postgres'
+import { visibleTo } from '../lib/visibility.ts'
 import type { Campaign, CampaignType } from './schemas.ts'
 import type { CampaignStatus } from './status.ts'
 
@@ -39,9 +40,6 @@ const campaignOut = (r: CampaignRow): Campaign => ({
 
 const columns = (sql: Sql) =>
   sql`id, name, description, status, type, channels, target_segment_id, schedule, config, stats, created_at, updated_at`
-
-const visible = (sql: Sql, v: { tenantId: string; brandId: string | null }) =>
-  v.brandId ? sql`tenant_id = ${v.tenantId} and brand_id = ${v.brandId}` : sql`tenant_id = ${v.tenantId}`
 
 export interface NewCampaign {
   tenantId: string
@@ -83,7 +81,7 @@ export async function selectCampaign(
   k: { tenantId: string; brandId: string | null; campaignId: string },
 ): Promise<Campaign | undefined> {
   const [row] = await sql<CampaignRow[]>`
-    select ${columns(sql)} from campaigns where id = ${k.campaignId} and ${visible(sql, k)}`
+    select ${columns(sql)} from campaigns where id = ${k.campaignId} and ${visibleTo(sql, k)}`
   return row && campaignOut(row)
 }
 
@@ -116,17 +114,8 @@ export async function updateCampaign(
   if (changes.schedule !== undefined) sets.schedule = sql.json(changes.schedule as never)
   const [row] = await sql<CampaignRow[]>`
     update campaigns set ${sql(sets)}, updated_at = now()
-    where id = ${k.campaignId} and ${visible(sql, k)}
+    where id = ${k.campaignId} and ${visibleTo(sql, k)}
       ${k.expectedStatus ? sql`and status = ${k.expectedStatus}` : sql``}
     returning ${columns(sql)}`
   return row && campaignOut(row)
-}
-
-export async function insertOutboxEvent(
-  sql: Sql,
-  e: { tenantId: string; brandId: string | null; event: string; data: Record<string, unknown> },
-): Promise<void> {
-  await sql`
-    insert into outbox (tenant_id, brand_id, event, data)
-    values (${e.tenantId}, ${e.brandId}, ${e.event}, ${sql.json(e.data as never)})`
 }

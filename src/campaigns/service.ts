@@ -2,17 +2,15 @@
 // status machine, and DELETE as a soft cancel. The execution engine (audience, sends, stats) comes later.
 import type { AppContext } from '../context.ts'
 import { AppError, badRequest, notFound } from '../errors.ts'
+import { insertOutbox } from '../lib/outbox.ts'
+import type { Visibility } from '../lib/visibility.ts'
 import * as q from './queries.ts'
 import type { Campaign, CampaignType } from './schemas.ts'
 import { checkTransition, type CampaignStatus } from './status.ts'
 
 type Deps = Pick<AppContext, 'sql' | 'log'>
 
-/** Who is asking: the tenant, and the brand of a brand-pinned key (null for a tenant-wide key). */
-export interface Viewer {
-  tenantId: string
-  brandId: string | null
-}
+type Viewer = Visibility
 
 export async function createCampaign(
   deps: Deps,
@@ -40,7 +38,7 @@ export async function createCampaign(
       schedule: input.schedule ?? {},
       config: input.config ?? {},
     })
-    await q.insertOutboxEvent(tx, {
+    await insertOutbox(tx, {
       tenantId: input.tenantId,
       brandId: input.brandId,
       event: 'campaign.created',

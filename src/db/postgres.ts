@@ -106,3 +106,17 @@ export const PG_INVALID_TEXT = '22P02'
 export function pgErrorCode(err: unknown): string | undefined {
   return err instanceof postgres.PostgresError ? err.code : undefined
 }
+
+/**
+ * SQLSTATEs by which PostgreSQL refuses a value it was given, rather than the query itself: text too long
+ * (22001), a number or date out of range (22003, 22008), a malformed value (22007, 22P02), a NUL character
+ * in text (22021) or in jsonb (22P05), a failed CHECK constraint (23514), JSON nested deeper than the
+ * server's stack (54001). Every value reaches a query from a validated request, so these are the caller's
+ * mistake: the HTTP layer answers them with 400, never 500.
+ */
+const REFUSED_VALUE_CODES = new Set(['22001', '22003', '22007', '22008', '22021', '22P02', '22P05', '23514', '54001'])
+
+export function isRefusedValue(err: unknown): boolean {
+  const code = pgErrorCode(err)
+  return code !== undefined && REFUSED_VALUE_CODES.has(code)
+}

@@ -1,15 +1,10 @@
 // The five routes of a brand-owned definition resource (list, create, get, patch, delete), generated from
 // its descriptor and schemas so that every resource behaves the same way.
 import Type, { type TObject, type TSchema } from 'typebox'
-import type { Principal } from '../auth/types.ts'
 import { defineRoute, type RouteDef } from '../http/route.ts'
 import { data, IdParams, Uuid } from '../lib/schemas.ts'
-import { createRow, deleteRow, getRow, listRows, patchRow, type ResourceDef, type Row, type Visibility } from './crud.ts'
-
-export const visibilityOf = (principal: Principal): Visibility => ({
-  tenantId: principal.tenantId,
-  pinnedBrandId: principal.brandId,
-})
+import { visibilityOf } from '../lib/visibility.ts'
+import { createRow, deleteRow, getRow, listRows, patchRow, type ResourceDef, type Row } from './crud.ts'
 
 export const DeletedBody = data(Type.Object({ id: Uuid }))
 

@@ -3,10 +3,10 @@
 // updated_at. A resource is described once (table, writable columns, JSON columns, order, row → output) and
 // these functions do list/create/get/patch/delete for it. Identifiers come from the descriptor (never from
 // the request) and every value is a bound parameter.
-import type { TransactionSql } from 'postgres'
-import { pgErrorCode, type Sql } from '../db/postgres.ts'
+import type { Sql } from '../db/postgres.ts'
 import { badRequest, notFound } from '../errors.ts'
 import type { FieldError } from '../http/router.ts'
+import { visibleTo, type Visibility } from '../lib/visibility.ts'
 
 export type Row = Record<string, unknown>
 
@@ -26,17 +26,6 @@ export interface ResourceDef<Out> {
   check?(record: Row): FieldError[]
 }
 
-/** Who may see a resource by id: the caller's tenant, and only its brand for a brand-pinned key. */
-export interface Visibility {
-  tenantId: string
-  /** The brand of a brand-pinned key; null for a tenant-wide key. */
-  pinnedBrandId: string | null
-}
-
-export const iso = (d: unknown): string | null => (d instanceof Date ? d.toISOString() : d == null ? null : new Date(String(d)).toISOString())
-/** numeric and bigint columns arrive as strings (the driver keeps them exact); the API returns JSON numbers. */
-export const num = (v: unknown): number | null => (v == null ? null : Number(v))
-
 // postgres.js's helper types want `any` values; every value here is a validated request field.
 type Values = Record<string, any>
 
@@ -52,22 +41,6 @@ function values(sql: Sql, def: ResourceDef<unknown>, input: Row): { row: Values;
   return { row, columns }
 }
 
-/**
- * A value the schema let through but PostgreSQL refuses (a data exception such as a date out of its
- * range, or a check constraint) is the caller's mistake: 400, never 500.
- */
-async function refusedAs400<T>(def: ResourceDef<unknown>, fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn()
-  } catch (err) {
-    const code = pgErrorCode(err)
-    if (code && (code.startsWith('22') || code === '23514')) {
-      throw badRequest(`invalid ${def.label}: a value is out of the storable range`, { reason: 'VALUE_REJECTED' })
-    }
-    throw err
-  }
-}
-
 function runChecks(def: ResourceDef<unknown>, record: Row): void {
   const errors = def.check?.(record) ?? []
   if (errors.length) throw badRequest(`invalid ${def.label}`, { errors })
@@ -81,9 +54,10 @@ export async function createRow<Out>(
   runChecks(def, input.fields)
   const { row, columns } = values(sql, def, input.fields)
   const all: Values = { ...row, tenant_id: input.tenantId, brand_id: input.brandId }
-  const [created] = await refusedAs400(def, () => sql<Row[]>`
+  // A value PostgreSQL refuses (a date out of its range, ...) is a 400 VALUE_REJECTED (http/errors.ts).
+  const [created] = await sql<Row[]>`
     insert into ${sql(def.table)} ${sql(all, [...columns, 'tenant_id', 'brand_id'])}
-    returning *`)
+    returning *`
   return def.toOut(created!)
 }
 
@@ -125,11 +99,8 @@ export async function pageRows<Out>(
   return { rows: rows.map((r) => def.toOut(r)), total: Number(count?.total ?? 0) }
 }
 
-const visible = (sql: Sql | TransactionSql, v: Visibility) =>
-  v.pinnedBrandId === null ? sql`tenant_id = ${v.tenantId}` : sql`tenant_id = ${v.tenantId} and brand_id = ${v.pinnedBrandId}`
-
 export async function getRow<Out>(sql: Sql, def: ResourceDef<Out>, input: Visibility & { id: string }): Promise<Out> {
-  const [row] = await sql<Row[]>`select * from ${sql(def.table)} where id = ${input.id} and ${visible(sql, input)}`
+  const [row] = await sql<Row[]>`select * from ${sql(def.table)} where id = ${input.id} and ${visibleTo(sql, input)}`
   if (!row) throw notFound(def.label)
   return def.toOut(row)
 }
@@ -137,7 +108,7 @@ export async function getRow<Out>(sql: Sql, def: ResourceDef<Out>, input: Visibi
 /**
  * Updates the given fields. The stored row is locked and merged with the patch first, so cross-field rules
  * (max_points ≥ min_points, ends_at after starts_at) hold for the resulting record, not just the patch.
- * A patch with no updatable field is 400.
+ * A patch with no updatable field (`{}`, the empty subset) changes nothing and returns the resource as it is.
  */
 export async function patchRow<Out>(
   sql: Sql,
@@ -145,14 +116,10 @@ export async function patchRow<Out>(
   input: Visibility & { id: string; fields: Row },
 ): Promise<Out> {
   const { row, columns } = values(sql, def, input.fields)
-  if (columns.length === 0) {
-    throw badRequest(`no updatable field given; accepted: ${def.columns.join(', ')}`, {
-      errors: [{ in: 'body', field: 'body', message: `must contain at least one of ${def.columns.join(', ')}` }],
-    })
-  }
-  return refusedAs400(def, () => sql.begin(async (tx) => {
+  if (columns.length === 0) return getRow(sql, def, input)
+  return sql.begin(async (tx) => {
     const [current] = await tx<Row[]>`
-      select * from ${tx(def.table)} where id = ${input.id} and ${visible(tx, input)} for update`
+      select * from ${tx(def.table)} where id = ${input.id} and ${visibleTo(tx, input)} for update`
     if (!current) throw notFound(def.label)
     const merged: Row = { ...current }
     for (const column of columns) merged[column] = input.fields[column]
@@ -162,12 +129,12 @@ export async function patchRow<Out>(
       where id = ${input.id}
       returning *`
     return def.toOut(updated!)
-  }) as Promise<Out>)
+  }) as Promise<Out>
 }
 
 export async function deleteRow(sql: Sql, def: ResourceDef<unknown>, input: Visibility & { id: string }): Promise<{ id: string }> {
   const [row] = await sql<{ id: string }[]>`
-    delete from ${sql(def.table)} where id = ${input.id} and ${visible(sql, input)} returning id`
+    delete from ${sql(def.table)} where id = ${input.id} and ${visibleTo(sql, input)} returning id`
   if (!row) throw notFound(def.label)
   return { id: row.id }
 }

@@ -1,24 +1,12 @@
-// Reads behind the player gamification profile. The players table belongs to the players feature; this
-// file only reads its id/tenant/brand to decide visibility.
+// Reads behind the player gamification profile. The player itself is found through the players feature
+// (findPlayerRef); these queries read the gamification tables for it.
 import type { Sql } from '../db/postgres.ts'
-import { iso, num, type Row, type Visibility } from './crud.ts'
+import type { PlayerRef } from '../players/service.ts'
+import { iso, num } from '../lib/rows.ts'
+import type { Row } from './crud.ts'
 import type { PlayerGamificationProfile } from './schemas.ts'
 
 type Profile = PlayerGamificationProfile
-
-export interface PlayerRef {
-  id: string
-  tenantId: string
-  brandId: string
-}
-
-export async function findPlayer(sql: Sql, input: Visibility & { playerId: string }): Promise<PlayerRef | undefined> {
-  const [row] = await sql<{ id: string; tenant_id: string; brand_id: string }[]>`
-    select id, tenant_id, brand_id from players
-    where id = ${input.playerId} and tenant_id = ${input.tenantId}
-      ${input.pinnedBrandId === null ? sql`` : sql`and brand_id = ${input.pinnedBrandId}`}`
-  return row && { id: row.id, tenantId: row.tenant_id, brandId: row.brand_id }
-}
 
 /** One entry per currency of the player's brand, zero where the player holds nothing yet. */
 export async function pointBalances(sql: Sql, p: PlayerRef): Promise<Profile['point_balances']> {

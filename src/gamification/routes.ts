@@ -1,7 +1,8 @@
 import { defineRoute, type RouteDef } from '../http/route.ts'
 import { data, pagination } from '../lib/schemas.ts'
 import { pageRows } from './crud.ts'
-import { crudRoutes, visibilityOf } from './crud-routes.ts'
+import { visibilityOf } from '../lib/visibility.ts'
+import { crudRoutes } from './crud-routes.ts'
 import {
   Badge,
   CreateBadgeBody,

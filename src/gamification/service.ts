@@ -2,7 +2,10 @@
 import type { AppContext } from '../context.ts'
 import { notFound } from '../errors.ts'
 import type { FieldError } from '../http/router.ts'
-import { endsAfterStarts, iso, num, type ResourceDef, type Row, type Visibility } from './crud.ts'
+import type { Visibility } from '../lib/visibility.ts'
+import { iso, num } from '../lib/rows.ts'
+import { endsAfterStarts, type ResourceDef, type Row } from './crud.ts'
+import { findPlayerRef } from '../players/service.ts'
 import * as q from './queries.ts'
 import type { Badge, Level, Mission, PlayerGamificationProfile, PointCurrency } from './schemas.ts'
 
@@ -98,7 +101,7 @@ export async function getPlayerProfile(
   ctx: AppContext,
   input: Visibility & { playerId: string },
 ): Promise<PlayerGamificationProfile> {
-  const player = await q.findPlayer(ctx.sql, input)
+  const player = await findPlayerRef(ctx, input)
   if (!player) throw notFound('player')
   const now = ctx.clock()
   const [balances, levelCurrencyId, active, earned] = await Promise.all([

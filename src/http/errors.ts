@@ -1,4 +1,5 @@
 // The one place that turns errors into HTTP: status per code, and the spec's body { error, code, details }.
+import { isRefusedValue } from '../db/postgres.ts'
 import { AppError, type ErrorCode } from '../errors.ts'
 
 export function statusOf(code: ErrorCode): number {
@@ -28,12 +29,27 @@ export interface ErrorReply {
   headers: Record<string, string>
 }
 
-/** Unknown errors become a generic 500: nothing internal (messages, stacks, SQL) reaches the client. */
+/**
+ * A value PostgreSQL refuses is a 400 (details.reason VALUE_REJECTED). Other unknown errors become a generic
+ * 500: nothing internal (messages, stacks, SQL) reaches the client.
+ */
 export function renderError(err: unknown, requestId: string): ErrorReply {
   if (err instanceof AppError) {
     const body: ErrorReply['body'] = { error: err.message, code: err.code, request_id: requestId }
     if (err.details) body.details = err.details
     return { status: statusOf(err.code), body, headers: err.headers ?? {} }
+  }
+  if (isRefusedValue(err)) {
+    return {
+      status: 400,
+      body: {
+        error: 'a value in the request cannot be stored or compared by the database (for example a NUL character or a date out of range)',
+        code: 'BAD_REQUEST',
+        details: { reason: 'VALUE_REJECTED' },
+        request_id: requestId,
+      },
+      headers: {},
+    }
   }
   return {
     status: 500,

@@ -1,7 +1,7 @@
 // The OpenAPI 3.1 document, generated from the same route table the router serves.
 import type { TSchema } from 'typebox'
 import { ErrorBody } from '../lib/schemas.ts'
-import type { RouteDef } from './route.ts'
+import type { ResponseSpec, RouteDef } from './route.ts'
 import { API_PREFIX } from './router.ts'
 
 type Json = Record<string, unknown>
@@ -50,6 +50,10 @@ function parameters(schema: TSchema | undefined, where: 'path' | 'query', compon
   }))
 }
 
+function isResponseSpec(spec: TSchema | ResponseSpec): spec is ResponseSpec {
+  return typeof (spec as { description?: unknown }).description === 'string' && ('contentType' in spec || 'content' in spec)
+}
+
 export function buildOpenApi(routes: RouteDef[], version: string): Json {
   const components: Json = {}
   const paths: Record<string, Json> = {}
@@ -64,12 +68,17 @@ export function buildOpenApi(routes: RouteDef[], version: string): Json {
     }
     const responses: Json = {}
     for (const [status, spec] of Object.entries(route.responses)) {
-      if ('contentType' in spec && typeof spec.contentType === 'string') {
-        const s = spec as { description: string; contentType: string; schema?: TSchema }
-        responses[status] = {
-          description: s.description,
-          content: { [s.contentType]: { schema: s.schema ? toJsonSchema(s.schema, components) : { type: 'string' } } },
+      if (isResponseSpec(spec)) {
+        const content: Json = {}
+        if ('content' in spec) {
+          for (const [type, schema] of Object.entries(spec.content)) content[type] = { schema: toJsonSchema(schema, components) }
+        } else {
+          content[spec.contentType] = { schema: spec.schema ? toJsonSchema(spec.schema, components) : { type: 'string' } }
         }
+        const headers = Object.fromEntries(
+          Object.entries(spec.headers ?? {}).map(([name, h]) => [name, { description: h.description, schema: toJsonSchema(h.schema, components) }]),
+        )
+        responses[status] = { description: spec.description, ...(spec.headers ? { headers } : {}), content }
       } else {
         responses[status] = { description: 'Success', content: { 'application/json': { schema: toJsonSchema(spec as TSchema, components) } } }
       }

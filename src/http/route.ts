@@ -43,6 +43,15 @@ export class Reply {
 export const reply = (status: number, body: unknown, headers?: Record<string, string>, contentType?: string) =>
   new Reply(status, body, headers, contentType)
 
+/**
+ * A documented response other than a bare JSON schema: one content type (`contentType`, `schema`), or
+ * several (`content`: content type → schema, e.g. JSON and CSV), with optional response headers.
+ */
+export type ResponseSpec = { description: string; headers?: Record<string, { description: string; schema: TSchema }> } & (
+  | { contentType: string; schema?: TSchema }
+  | { content: Record<string, TSchema> }
+)
+
 interface RouteShape<P, Q, B> {
   method: Method
   /** Relative to /api/v1, with uWS-style parameters: `/players/:id`. */
@@ -55,7 +64,7 @@ interface RouteShape<P, Q, B> {
   query?: Q
   body?: B
   /** Success responses by status; the lowest is the default status of a bare returned body. */
-  responses: Record<number, TSchema | { description: string; contentType: string; schema?: TSchema }>
+  responses: Record<number, TSchema | ResponseSpec>
   /** Documents the brand hint (`x-brand`, `brand`) for this route in OpenAPI. */
   brandScoped?: boolean
   /** Extra error statuses worth documenting beyond the standard ones (e.g. 429, 503). */

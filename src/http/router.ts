@@ -7,6 +7,7 @@ import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js'
 import { safeEqual } from '../auth/keys.ts'
 import type { Principal } from '../auth/types.ts'
 import type { AppContext } from '../context.ts'
+import { pgErrorCode } from '../db/postgres.ts'
 import type { Logger } from '../lib/log.ts'
 import { AppError, badRequest, forbidden, unauthorized } from '../errors.ts'
 import { renderError, STATUS_TEXT } from './errors.ts'
@@ -198,6 +199,10 @@ function invoke(ctx: AppContext, route: CompiledRoute, inc: Incoming, query: Rec
     principal,
     rawBody: inc.body,
     resolveBrand: () => {
+      // A repeated `brand` parameter names no one brand: refused rather than read as "no hint".
+      if (Array.isArray(query.brand) && !(principal as Principal).brandId) {
+        return Promise.reject(badRequest('the brand query parameter is given more than once', { errors: [{ in: 'query', field: 'brand', message: 'must be given once' }] }))
+      }
       const bodyHint = typeof body === 'object' && body !== null ? (body as { brand?: unknown }).brand : undefined
       const hint = inc.headers['x-brand'] ?? (typeof query.brand === 'string' ? query.brand : undefined) ?? (typeof bodyHint === 'string' ? bodyHint : undefined)
       return ctx.auth.resolveBrand(principal as Principal, hint)
@@ -241,12 +246,38 @@ function safeDecode(s: string): string {
   }
 }
 
+/**
+ * How deeply objects and arrays may nest in a JSON body (the body itself is level 1). Deeper documents
+ * overflow the stack of JSON.stringify when a value is written to a store, and no API shape needs them.
+ */
+export const MAX_JSON_DEPTH = 64
+
 function parseJson(buf: Buffer): unknown {
+  if (jsonDeeperThan(buf, MAX_JSON_DEPTH)) {
+    throw badRequest(`JSON body nested deeper than ${MAX_JSON_DEPTH} levels`, { reason: 'TOO_DEEP', max_depth: MAX_JSON_DEPTH })
+  }
   try {
     return JSON.parse(buf.toString('utf8'))
   } catch {
     throw badRequest('malformed JSON body')
   }
+}
+
+/** One pass over the raw bytes, skipping strings: is any `{`/`[` more than `max` levels deep? */
+function jsonDeeperThan(buf: Buffer, max: number): boolean {
+  let depth = 0
+  let inString = false
+  for (let i = 0; i < buf.length; i++) {
+    const c = buf[i]
+    if (inString) {
+      if (c === 0x5c) i++ // backslash: skip the escaped byte
+      else if (c === 0x22) inString = false
+    } else if (c === 0x22) inString = true
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > max) return true
+    } else if (c === 0x7d || c === 0x5d) depth--
+  }
+  return false
 }
 
 /** The JSON type of each top-level property, for turning query/path strings into typed values. */
@@ -349,6 +380,8 @@ function send(
 function sendError(ctx: AppContext, res: HttpResponse, conn: Conn, err: unknown, requestId: string, meta?: Meta): void {
   const rendered = renderError(err, requestId)
   if (rendered.status >= 500) ctx.log.error({ err, reqId: requestId, tenantId: meta?.tenantId }, 'request failed')
+  // Only the SQLSTATE: the server's message quotes the refused value, which may be personal data.
+  else if (!(err instanceof AppError)) ctx.log.warn({ sqlstate: pgErrorCode(err), reqId: requestId, tenantId: meta?.tenantId }, 'request value refused by the database')
   send(ctx, res, conn, rendered.status, JSON.stringify(rendered.body), 'application/json', rendered.headers, meta ?? {
     requestId,
     started: performance.now(),

@@ -1,6 +1,7 @@
 // SQL for notification templates and the notification queue. Every query filters on tenant_id; `brandId`
 // (a brand-pinned key's brand, or the resolved brand of a list) narrows it further.
 import type postgres from 'postgres'
+import { visibleTo } from '../lib/visibility.ts'
 import type { Channel, Locale, NotificationTemplate, QueuedNotification } from './schemas.ts'
 
 /** The pool or a transaction. */
@@ -40,9 +41,6 @@ const templateOut = (r: TemplateRow): NotificationTemplate => ({
 
 const templateColumns = (sql: Sql) =>
   sql`id, name, channel, locale, subject, body, variables, declared_variables, active, created_at, updated_at`
-
-const visible = (sql: Sql, v: { tenantId: string; brandId: string | null }) =>
-  v.brandId ? sql`tenant_id = ${v.tenantId} and brand_id = ${v.brandId}` : sql`tenant_id = ${v.tenantId}`
 
 export async function insertTemplate(
   sql: Sql,
@@ -86,7 +84,7 @@ export async function selectTemplate(
   k: { tenantId: string; brandId: string | null; templateId: string; forUpdate?: boolean },
 ): Promise<StoredTemplate | undefined> {
   const [row] = await sql<TemplateRow[]>`
-    select ${templateColumns(sql)} from notification_templates where id = ${k.templateId} and ${visible(sql, k)}
+    select ${templateColumns(sql)} from notification_templates where id = ${k.templateId} and ${visibleTo(sql, k)}
     ${k.forUpdate ? sql`for update` : sql``}`
   return row && { ...templateOut(row), declared_variables: row.declared_variables }
 }
@@ -120,19 +118,9 @@ export async function updateTemplate(
   }
   const [row] = await sql<TemplateRow[]>`
     update notification_templates set ${sql(sets)}, updated_at = now()
-    where id = ${k.templateId} and ${visible(sql, k)}
+    where id = ${k.templateId} and ${visibleTo(sql, k)}
     returning ${templateColumns(sql)}`
   return row && templateOut(row)
-}
-
-/** A player of the tenant (and of `brandId`, for a brand-pinned key). Players are owned by src/players. */
-export async function selectPlayerBrand(
-  sql: Sql,
-  k: { tenantId: string; brandId: string | null; playerId: string },
-): Promise<{ id: string; brand_id: string } | undefined> {
-  const [row] = await sql<{ id: string; brand_id: string }[]>`
-    select id, brand_id from players where id = ${k.playerId} and ${visible(sql, k)}`
-  return row
 }
 
 interface NotificationRow {

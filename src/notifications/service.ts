@@ -2,17 +2,15 @@
 // until the delivery issue renders and sends them.
 import type { AppContext } from '../context.ts'
 import { badRequest, notFound } from '../errors.ts'
+import type { Visibility } from '../lib/visibility.ts'
+import { findPlayerRef } from '../players/service.ts'
 import * as q from './queries.ts'
 import type { Channel, Locale, NotificationTemplate, QueuedNotification } from './schemas.ts'
 import { templateVariables } from './variables.ts'
 
 type Deps = Pick<AppContext, 'sql' | 'log'>
 
-/** Who is asking: the tenant, and the brand of a brand-pinned key (null for a tenant-wide key). */
-export interface Viewer {
-  tenantId: string
-  brandId: string | null
-}
+type Viewer = Visibility
 
 const distinct = (names: readonly string[]) => [...new Set(names)]
 
@@ -99,7 +97,7 @@ export async function sendNotification(
   deps: Deps,
   input: Viewer & { playerId: string; channel: Channel; templateId?: string; payload?: Record<string, unknown> },
 ): Promise<QueuedNotification> {
-  const player = await q.selectPlayerBrand(deps.sql, { tenantId: input.tenantId, brandId: input.brandId, playerId: input.playerId })
+  const player = await findPlayerRef(deps, { tenantId: input.tenantId, brandId: input.brandId, playerId: input.playerId })
   if (!player) throw notFound('player')
   if (input.templateId) {
     const template = await q.selectTemplate(deps.sql, { tenantId: input.tenantId, brandId: input.brandId, templateId: input.templateId })
@@ -117,7 +115,7 @@ export async function sendNotification(
   }
   const queued = await q.insertNotification(deps.sql, {
     tenantId: input.tenantId,
-    brandId: player.brand_id,
+    brandId: player.brandId,
     playerId: player.id,
     channel: input.channel,
     templateId: input.templateId ?? null,

@@ -1,6 +1,8 @@
 // PostgreSQL access for players and their profiles. Every query filters on tenant_id first.
 import type { TransactionSql } from 'postgres'
 import type { Sql as Pool } from '../db/postgres.ts'
+import { likeContains } from '../lib/like.ts'
+import { visibleTo, type Visibility } from '../lib/visibility.ts'
 
 /** A pool or a transaction: every query here runs unchanged inside `sql.begin`. */
 export type Sql = Pool | TransactionSql
@@ -41,9 +43,6 @@ export interface ProfileRow {
 
 export type PlayerWithProfileRow = PlayerRow & ProfileRow
 
-/** Escapes LIKE wildcards so a search string matches literally. */
-export const likeContains = (s: string) => `%${s.replace(/[\\%_]/g, (c) => `\\${c}`)}%`
-
 export async function selectPlayersPage(
   sql: Sql,
   q: { tenantId: string; brandId: string; search?: string; status?: string; limit: number; offset: number },
@@ -63,27 +62,35 @@ export async function selectPlayersPage(
 /** The player if visible: in the tenant and, for a brand-pinned key, in that brand. */
 export async function selectPlayerWithProfile(
   sql: Sql,
-  q: { tenantId: string; brandId: string | null; playerId: string },
+  q: Visibility & { playerId: string },
 ): Promise<PlayerWithProfileRow | undefined> {
   const [row] = await sql<PlayerWithProfileRow[]>`
     select p.*, pp.language, pp.currency, pp.country, pp.name, pp.consent, pp.event_count, pp.first_seen_at,
            pp.last_seen_at, pp.last_login_at, pp.deposit_count, pp.deposit_total, pp.first_deposit_at,
            pp.last_deposit_at, pp.withdrawal_total, pp.bet_total, pp.win_total, pp.ggr
     from players p left join player_profiles pp on pp.player_id = p.id
-    where p.id = ${q.playerId} and p.tenant_id = ${q.tenantId}
-      ${q.brandId ? sql`and p.brand_id = ${q.brandId}` : sql``}`
+    where p.id = ${q.playerId} and ${visibleTo(sql, q, 'p')}`
+  return row
+}
+
+/** The id, tenant and brand of a visible player. */
+export async function selectPlayerRef(
+  sql: Sql,
+  q: Visibility & { playerId: string },
+): Promise<{ id: string; tenant_id: string; brand_id: string } | undefined> {
+  const [row] = await sql<{ id: string; tenant_id: string; brand_id: string }[]>`
+    select id, tenant_id, brand_id from players where id = ${q.playerId} and ${visibleTo(sql, q)}`
   return row
 }
 
 /** Locks the player row for the rest of the transaction. */
 export async function selectPlayerForUpdate(
   sql: Sql,
-  q: { tenantId: string; brandId: string | null; playerId?: string; externalId?: string },
+  q: Visibility & { playerId?: string; externalId?: string },
 ): Promise<PlayerRow | undefined> {
   const [row] = await sql<PlayerRow[]>`
     select * from players
-    where tenant_id = ${q.tenantId}
-      ${q.brandId ? sql`and brand_id = ${q.brandId}` : sql``}
+    where ${visibleTo(sql, q)}
       ${q.playerId ? sql`and id = ${q.playerId}` : sql``}
       ${q.externalId !== undefined ? sql`and external_id = ${q.externalId}` : sql``}
     for update`
@@ -129,13 +136,4 @@ export async function upsertProfileLocale(
       language = ${p.language === undefined ? sql`player_profiles.language` : sql`excluded.language`},
       currency = ${p.currency === undefined ? sql`player_profiles.currency` : sql`excluded.currency`},
       updated_at = now()`
-}
-
-export async function insertOutbox(
-  sql: Sql,
-  e: { tenantId: string; brandId: string | null; event: string; data: Record<string, unknown> },
-): Promise<void> {
-  await sql`
-    insert into outbox (tenant_id, brand_id, event, data)
-    values (${e.tenantId}, ${e.brandId}, ${e.event}, ${sql.json(e.data as never)})`
 }

@@ -17,7 +17,7 @@ export const Player = Type.Object(
   {
     id: Uuid,
     external_id: Type.String(),
-    email: Nullable(Type.String()),
+    email: Nullable(Type.String({ format: 'email' })),
     phone: Nullable(Type.String()),
     status: PlayerStatus,
     metadata: FreeObject,

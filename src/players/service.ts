@@ -4,7 +4,10 @@
 import type { Sql } from '../db/postgres.ts'
 import type { Sql as Db } from './queries.ts'
 import { notFound } from '../errors.ts'
+import { iso, num as numOrNull } from '../lib/rows.ts'
 import { pagination } from '../lib/schemas.ts'
+import type { Visibility } from '../lib/visibility.ts'
+import { insertOutbox } from '../lib/outbox.ts'
 import * as q from './queries.ts'
 import type { Player, PlayerProfile, PlayerWithProfile } from './schemas.ts'
 import { lifecycleStage, nextBestAction as decideNextBestAction, scores, type NextBestAction, type ScoringInput } from './scoring.ts'
@@ -14,15 +17,8 @@ interface Deps {
   clock: () => Date
 }
 
-/** Where a by-id lookup may look: the tenant, narrowed to one brand for a brand-pinned key. */
-export interface Visibility {
-  tenantId: string
-  /** The pinned brand of the key, or null for a tenant-wide key. */
-  brandId: string | null
-}
-
-const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null)
-const num = (v: string | number | null | undefined) => (v === null || v === undefined ? 0 : Number(v))
+/** Profile aggregates are 0 where the player has no profile row yet. */
+const num = (v: unknown): number => numOrNull(v) ?? 0
 
 export const toPlayer = (r: q.PlayerRow): Player => ({
   id: r.id,
@@ -107,6 +103,20 @@ export async function listPlayers(
   return { data: rows.map(toPlayer), pagination: pagination(input.page, input.limit, total) }
 }
 
+/** A player that other features act on (sends, gamification profile). */
+export interface PlayerRef {
+  id: string
+  tenantId: string
+  /** The player's own brand. */
+  brandId: string
+}
+
+/** The player if visible (tenant, and the pinned brand of a brand-pinned key), else undefined. */
+export async function findPlayerRef(deps: Pick<Deps, 'sql'>, input: Visibility & { playerId: string }): Promise<PlayerRef | undefined> {
+  const row = await q.selectPlayerRef(deps.sql, input)
+  return row && { id: row.id, tenantId: row.tenant_id, brandId: row.brand_id }
+}
+
 export async function getPlayer(deps: Deps, input: Visibility & { playerId: string }): Promise<PlayerWithProfile> {
   const row = await q.selectPlayerWithProfile(deps.sql, input)
   if (!row) throw notFound('player')
@@ -151,9 +161,9 @@ async function applyChanges(tx: Db, prev: q.PlayerRow, changes: PlayerChanges): 
   })
   const player = toPlayer(next)
   const { id, ...fields } = player
-  await q.insertOutbox(tx, { tenantId: next.tenant_id, brandId: next.brand_id, event: 'player.updated', data: { player_id: id, ...fields, changed } })
+  await insertOutbox(tx, { tenantId: next.tenant_id, brandId: next.brand_id, event: 'player.updated', data: { player_id: id, ...fields, changed } })
   if (next.status !== prev.status) {
-    await q.insertOutbox(tx, {
+    await insertOutbox(tx, {
       tenantId: next.tenant_id,
       brandId: next.brand_id,
       event: 'player.status_changed',
@@ -196,7 +206,7 @@ export async function createOrUpdatePlayer(
     let row: q.PlayerRow
     if (inserted) {
       row = inserted
-      await q.insertOutbox(tx, {
+      await insertOutbox(tx, {
         tenantId: row.tenant_id,
         brandId: row.brand_id,
         event: 'player.created',

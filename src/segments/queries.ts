@@ -2,6 +2,7 @@
 // `players p left join player_profiles pp`, narrowed to the segment's tenant and brand.
 import type { TransactionSql } from 'postgres'
 import type { Sql as Pool } from '../db/postgres.ts'
+import { visibleTo, type Visibility } from '../lib/visibility.ts'
 import type { Fragment } from './fields.ts'
 import { compileRules } from './rules.ts'
 
@@ -39,10 +40,8 @@ export async function selectSegments(sql: Sql, q: { tenantId: string; brandId: s
     order by created_at, id`
 }
 
-export async function selectSegment(sql: Sql, q: { tenantId: string; brandId: string | null; segmentId: string }): Promise<SegmentRow | undefined> {
-  const [row] = await sql<SegmentRow[]>`
-    select * from segments
-    where id = ${q.segmentId} and tenant_id = ${q.tenantId} ${q.brandId ? sql`and brand_id = ${q.brandId}` : sql``}`
+export async function selectSegment(sql: Sql, q: Visibility & { segmentId: string }): Promise<SegmentRow | undefined> {
+  const [row] = await sql<SegmentRow[]>`select * from segments where id = ${q.segmentId} and ${visibleTo(sql, q)}`
   return row
 }
 
@@ -121,13 +120,4 @@ export async function storeRecompute(sql: Sql, s: { id: string; count: number; f
   await sql`
     update segments set player_count = ${s.count}, members_fingerprint = ${s.fingerprint}, last_computed_at = ${s.at}
     where id = ${s.id}`
-}
-
-export async function insertOutbox(
-  sql: Sql,
-  e: { tenantId: string; brandId: string | null; event: string; data: Record<string, unknown> },
-): Promise<void> {
-  await sql`
-    insert into outbox (tenant_id, brand_id, event, data)
-    values (${e.tenantId}, ${e.brandId}, ${e.event}, ${sql.json(e.data as never)})`
 }

@@ -42,7 +42,19 @@ export const segmentRoutes: RouteDef[] = [
       'Members in player creation order. Pass the previous next_cursor to continue; it is null on the last page. ' +
       'With format=csv the body is text/csv (header row external_id,email,phone,name,consent,country; consent ' +
       'encoded as email:1;push:0) and the next cursor is in the x-next-cursor response header (absent on the last page).',
-    params: IdParams, query: ExportQuery, responses: { 200: ExportResponse },
+    params: IdParams, query: ExportQuery,
+    responses: {
+      200: {
+        description: 'One page of members: JSON, or with format=csv a CSV body with the cursor in x-next-cursor',
+        content: {
+          'application/json': ExportResponse,
+          'text/csv': Type.String({ description: 'Header row external_id,email,phone,name,consent,country, then one row per member (RFC 4180)' }),
+        },
+        headers: {
+          'x-next-cursor': { description: 'format=csv only: the cursor of the next page; absent on the last page', schema: Type.String() },
+        },
+      },
+    },
     handler: async (ctx, req) => {
       const page = await segments.exportSegment(ctx, {
         tenantId: req.principal.tenantId,

@@ -3,6 +3,7 @@
 // with an explicit cast; the SQL text comes only from constant fragments (here and in fields.ts).
 // docs/segments.md documents the grammar, every field and every operator.
 import { badRequest } from '../errors.ts'
+import { likeContains } from '../lib/like.ts'
 import { OPERATORS, OPS_BY_TYPE, resolveField, type Env, type FieldDef, type Fragment, type Operator, type Sql } from './fields.ts'
 
 // ---------------------------------------------------------------------------------------------------------
@@ -25,17 +26,25 @@ const RELATIVE_TIME_RE = /^now(?:([+-])(\d{1,6})([smhdw]))?$/
 const UNIT_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 } as const
 const ISO_DATE_TIME_RE = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/
 
-/** An absolute ISO date(-time), or `now`, `now-30d`, `now+2h` (units s m h d w) against `now`. */
+/**
+ * An absolute ISO date(-time), or `now`, `now-30d`, `now+2h` (units s m h d w) against `now`. Undefined
+ * unless the result is a real instant in the years 0001 to 9999: PostgreSQL has no year 0, and JavaScript
+ * writes other years in a form PostgreSQL does not read.
+ */
 export function resolveTime(value: string, now: Date): Date | undefined {
   const rel = RELATIVE_TIME_RE.exec(value)
+  let d: Date
   if (rel) {
     if (!rel[1]) return now
     const ms = Number(rel[2]) * UNIT_MS[rel[3] as keyof typeof UNIT_MS]
-    return new Date(now.getTime() + (rel[1] === '-' ? -ms : ms))
+    d = new Date(now.getTime() + (rel[1] === '-' ? -ms : ms))
+  } else {
+    if (!ISO_DATE_TIME_RE.test(value)) return undefined
+    d = new Date(value)
   }
-  if (!ISO_DATE_TIME_RE.test(value)) return undefined
-  const d = new Date(value)
-  return Number.isNaN(d.getTime()) ? undefined : d
+  if (Number.isNaN(d.getTime())) return undefined
+  const year = d.getUTCFullYear()
+  return year >= 1 && year <= 9999 ? d : undefined
 }
 
 const isScalar = (v: unknown): v is string | number | boolean =>
@@ -182,8 +191,6 @@ const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 // ---------------------------------------------------------------------------------------------------------
 // Compilation (input already validated)
 
-/** `%value%` for ILIKE, with the LIKE wildcards of the value escaped. */
-const likeContains = (s: string) => `%${s.replace(/[\\%_]/g, (c) => `\\${c}`)}%`
 
 function comparison(sql: Sql, op: 'eq' | 'gt' | 'gte' | 'lt' | 'lte', left: Fragment, right: Fragment): Fragment {
   // The operator text comes from this constant table, never from input.
@@ -207,8 +214,12 @@ function param(env: Env, def: FieldDef, v: unknown): Fragment {
   switch (def.type) {
     case 'number':
       return sql`${String(v)}::numeric`
-    case 'datetime':
-      return sql`${resolveTime(v as string, env.now)!.toISOString()}::timestamptz`
+    case 'datetime': {
+      // Validated on write against the time of writing; a relative value can only leave the range later.
+      const at = resolveTime(v as string, env.now)
+      if (!at) throw badRequest(`segment rules hold an unusable date-time '${String(v)}'`, { reason: 'VALUE_REJECTED' })
+      return sql`${at.toISOString()}::timestamptz`
+    }
     case 'boolean':
       return sql`${v as boolean}::boolean`
     case 'json':

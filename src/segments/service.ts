@@ -4,8 +4,10 @@ import type { Sql as Pool } from '../db/postgres.ts'
 import { notFound } from '../errors.ts'
 import { cursorCodec, decodeCursorOr400, invalidCursor } from '../lib/cursor.ts'
 import type { Logger } from '../lib/log.ts'
+import type { Visibility } from '../lib/visibility.ts'
 import { consentOf } from '../players/service.ts'
 import { toCsv } from './csv.ts'
+import { insertOutbox } from '../lib/outbox.ts'
 import * as q from './queries.ts'
 import { validateRules } from './rules.ts'
 import type { ExportRow, Segment } from './schemas.ts'
@@ -13,12 +15,6 @@ import type { ExportRow, Segment } from './schemas.ts'
 interface Deps {
   sql: Pool
   clock: () => Date
-}
-
-export interface Visibility {
-  tenantId: string
-  /** The pinned brand of the key, or null for a tenant-wide key. */
-  brandId: string | null
 }
 
 export const toSegment = (r: q.SegmentRow): Segment => ({
@@ -114,7 +110,7 @@ export async function recomputeSegment(
     await q.storeRecompute(tx, { id: seg.id, count, fingerprint, at: now })
     const previous = seg.members_fingerprint ?? '0:0'
     if (fingerprint === previous) return 'unchanged' as const
-    await q.insertOutbox(tx, {
+    await insertOutbox(tx, {
       tenantId: seg.tenant_id,
       brandId: seg.brand_id,
       event: 'segment.recomputed',

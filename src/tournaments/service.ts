@@ -1,6 +1,7 @@
 // Tournament definitions, stored through the generic definition store. Participants, scoring and
 // leaderboards come with the tournament engine.
-import { endsAfterStarts, iso, type ResourceDef } from '../gamification/crud.ts'
+import { endsAfterStarts, type ResourceDef } from '../gamification/crud.ts'
+import { iso } from '../lib/rows.ts'
 import type { Tournament } from './schemas.ts'
 
 export const tournaments: ResourceDef<Tournament> = {

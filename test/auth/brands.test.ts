@@ -74,3 +74,15 @@ t.test('moving the default brand takes effect on the next request', async (t) =>
   const rows = await h.app.ctx.sql`select count(*)::int as n from brands where tenant_id = ${tenant.id} and is_default`
   t.equal(rows[0]?.n, 1, 'exactly one default')
 })
+
+t.test('a brand query parameter given twice is 400 for a tenant-wide key (was: silently the default brand)', async (t) => {
+  const tenant = await h.createTenant()
+  await tenant.createBrand('vip')
+  const twice = await h.request('GET', '/_probe/whoami?brand=vip&brand=vip', { key: tenant.key })
+  t.equal(twice.status, 400)
+  t.equal(twice.body.code, 'BAD_REQUEST')
+  t.match(twice.body.details.errors, [{ in: 'query', field: 'brand' }])
+  // A brand-pinned key ignores every hint, repeated ones included.
+  const { key } = await tenant.createKey({ brand: 'vip' })
+  t.equal((await h.request('GET', '/_probe/whoami?brand=main&brand=x', { key })).status, 200)
+})

@@ -262,3 +262,12 @@ t.test('next best action: never marketing for a blocked player', async (t) => {
     t.equal(res.body.data.action, 'none', status)
   }
 })
+
+t.test('the OpenAPI Player schema carries the spec formats: uuid id, email or null, date-times', async (t) => {
+  const doc = (await h.request('GET', '/openapi.json')).body
+  const player = doc.components.schemas.Player
+  t.match(player.properties.id, { format: 'uuid' })
+  t.match(player.properties.email.anyOf, [{ type: 'string', format: 'email' }, { type: 'null' }])
+  t.match(player.properties.created_at, { format: 'date-time' })
+  t.match(player.properties.updated_at, { format: 'date-time' })
+})

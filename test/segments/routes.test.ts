@@ -100,6 +100,10 @@ t.test('POST /segments validates the body and the rules, naming the bad field or
     [{ field: 'status', op: 'eq', value: 'banned' }, /must be one of/],
     [{ field: 'deposit_count', op: 'gte', value: '3' }, /number/],
     [{ field: 'last_login_at', op: 'lt', value: 'yesterday' }, /date-time/],
+    // Dates PostgreSQL cannot hold were accepted and made every export of the segment a 500.
+    [{ field: 'created_at', op: 'gt', value: '0000-01-01' }, /date-time/],
+    [{ field: 'created_at', op: 'gt', value: 'now+999999w' }, /date-time/],
+    [{ field: 'created_at', op: 'lt', value: 'now-999999d' }, /date-time/],
     [{ field: 'country', op: 'in', value: [] }, /array/],
     [{ field: 'country', op: 'eq' }, /required/],
     [{ field: 'consent.fax', op: 'eq', value: true }, /unknown field/],
@@ -134,6 +138,16 @@ t.test('POST /segments validates the body and the rules, naming the bad field or
     ] },
   })
   t.equal(res.status, 201, res.text)
+})
+
+t.test('a stored rule whose relative date left the storable range exports as 400, not 500', async (t) => {
+  const tenant = await h.createTenant()
+  const seg = (await h.request('POST', '/segments', { key: tenant.key, body: { name: 's', type: 'dynamic', rules: { field: 'created_at', op: 'gt', value: 'now-1d' } } })).body.data
+  // As if written before the range check: the value is only resolved when the segment is evaluated.
+  await h.app.ctx.sql`update segments set rules = ${h.app.ctx.sql.json({ field: 'created_at', op: 'gt', value: 'now+999999w' })} where id = ${seg.id}`
+  const res = await h.request('GET', `/segments/${seg.id}/export`, { key: tenant.key })
+  t.equal(res.status, 400)
+  t.equal(res.body.code, 'BAD_REQUEST')
 })
 
 t.test('dynamic segment members: one parameterised query over players and profiles', async (t) => {
@@ -346,4 +360,12 @@ t.test("tenant and brand isolation; read-only keys can read but not create", asy
   const denied = await h.request('POST', '/segments', { key: ro.key, body: { name: 'x', type: 'dynamic' } })
   t.equal(denied.status, 403)
   t.equal(denied.body.code, 'FORBIDDEN')
+})
+
+t.test('the OpenAPI document describes both export bodies (JSON and CSV) and the x-next-cursor header', async (t) => {
+  const doc = (await h.request('GET', '/openapi.json')).body
+  const ok = doc.paths['/api/v1/segments/{id}/export'].get.responses['200']
+  t.ok(ok.content['application/json'].schema, 'JSON page')
+  t.match(ok.content['text/csv'].schema, { type: 'string' }, 'CSV page')
+  t.match(ok.headers['x-next-cursor'], { schema: { type: 'string' } })
 })

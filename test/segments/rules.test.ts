@@ -56,7 +56,11 @@ t.test('resolveTime: ISO date-times and times relative to now', async (t) => {
   t.equal(resolveTime('now-1w', now)?.toISOString(), '2026-05-25T00:00:00.000Z')
   t.equal(resolveTime('2026-01-02T03:04:05+01:00', now)?.toISOString(), '2026-01-02T02:04:05.000Z')
   t.equal(resolveTime('2026-01-02', now)?.toISOString(), '2026-01-02T00:00:00.000Z')
-  for (const bad of ['yesterday', 'now-30', 'now-3y', '2026-13-45T00:00:00Z', '1700000000']) t.equal(resolveTime(bad, now), undefined, bad)
+  for (const bad of ['yesterday', 'now-30', 'now-3y', '2026-13-45T00:00:00Z', '1700000000', '0000-01-01', 'now+999999w', 'now-999999d']) {
+    t.equal(resolveTime(bad, now), undefined, bad)
+  }
+  t.equal(resolveTime('0001-01-01', now)?.toISOString(), '0001-01-01T00:00:00.000Z')
+  t.equal(resolveTime('9999-12-31T23:59:59Z', now)?.toISOString(), '9999-12-31T23:59:59.000Z')
 })
 
 t.test('compiled rules', async (t) => {

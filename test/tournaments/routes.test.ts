@@ -46,6 +46,7 @@ t.test('tournament validation: name, status enum, max_participants ≥ 1, date-t
   const yearZero = await h.request('POST', path, { key: tenant.key, body: { name: 'T', starts_at: '0000-01-01T00:00:00Z' } })
   t.equal(yearZero.status, 400, 'a date PostgreSQL cannot store is 400, not 500')
   t.equal(yearZero.body.code, 'BAD_REQUEST')
+  t.equal(yearZero.body.details.reason, 'VALUE_REJECTED')
   t.equal((await h.request('GET', path, { key: tenant.key })).body.data.length, 0)
 
   const onlyStart = await h.request('POST', path, { key: tenant.key, body: { name: 'T', starts_at: at } })
