@@ -48,7 +48,7 @@ export async function startApp(
   try {
     const [pgApplied, chApplied] = await Promise.all([migratePostgres(pg.sql), migrateClickHouse(ch)])
     if (pgApplied.length || chApplied.length) log.info({ postgres: pgApplied, clickhouse: chApplied }, 'migrations applied')
-    const bus = await openBus(pg, log)
+    const bus = await openBus(pg, log, config.databaseUrl)
     const clock = opts.clock ?? (() => new Date())
     const ctx: AppContext = { config, log, pg, sql: pg.sql, ch, redis, bus, clock, auth: createAuthService({ sql: pg.sql, bus, clock }) }
     const services = [] as BackgroundService[]

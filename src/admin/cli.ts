@@ -56,7 +56,7 @@ const pg = await openPostgres({ databaseUrl: config.databaseUrl, dataDir: config
 let exitCode = 0
 try {
   await migratePostgres(pg.sql)
-  const bus = await openBus(pg, log)
+  const bus = await openBus(pg, log, config.databaseUrl)
   const deps = { sql: pg.sql, bus }
   const result = await run(deps)
   process.stdout.write(`${JSON.stringify(result, null, 2)}\n`)

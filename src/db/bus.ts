@@ -1,6 +1,7 @@
 // Cache invalidation across every process serving the API. With a PostgreSQL server it rides on
 // LISTEN/NOTIFY; embedded PGlite is single-process, so local delivery is all there is.
 import { randomUUID } from 'node:crypto'
+import postgres from 'postgres'
 import type { Logger } from '../lib/log.ts'
 import type { Postgres } from './postgres.ts'
 
@@ -8,15 +9,23 @@ export type BusTopic = 'api_key' | 'brand' | 'event_mapping'
 type Handler = (payload: string) => void
 
 export interface Bus {
-  /** Delivers to local subscribers at once, and to other processes before resolving (best effort, ≤1 s). */
+  /**
+   * Delivers to local subscribers at once and resolves when every process listening on the bus has
+   * applied the message (or after ACK_TIMEOUT_MS, logged), so a revocation is effective everywhere once
+   * the request that made it is answered.
+   */
   publish(topic: BusTopic, payload: string): Promise<void>
   subscribe(topic: BusTopic, handler: Handler): void
   close(): Promise<void>
 }
 
 const CHANNEL = 'respin_invalidate'
+const ACK_CHANNEL = 'respin_invalidate_ack'
+/** Identifies the bus connections in pg_stat_activity, so a publisher knows how many acks to expect. */
+const BUS_APPLICATION = 'respin-bus'
+const ACK_TIMEOUT_MS = 5000
 
-export async function openBus(pg: Postgres, log: Logger): Promise<Bus> {
+export async function openBus(pg: Postgres, log: Logger, databaseUrl?: string): Promise<Bus> {
   const handlers = new Map<string, Handler[]>()
   const deliver = (topic: string, payload: string) => {
     for (const handler of handlers.get(topic) ?? []) handler(payload)
@@ -24,36 +33,63 @@ export async function openBus(pg: Postgres, log: Logger): Promise<Bus> {
   const subscribe = (topic: BusTopic, handler: Handler) => {
     handlers.set(topic, [...(handlers.get(topic) ?? []), handler])
   }
-  if (pg.kind === 'pglite') {
+  if (pg.kind === 'pglite' || !databaseUrl) {
     return { publish: async (topic, payload) => deliver(topic, payload), subscribe, close: async () => {} }
   }
 
-  // Our own notification coming back tells us PostgreSQL has handed it to every listener.
-  const echoes = new Map<string, () => void>()
-  const listener = await pg.sql.listen(CHANNEL, (message) => {
+  // A connection of its own, named, so every process's listener can be counted.
+  const sql = postgres(databaseUrl, { max: 2, onnotice: () => {}, connection: { application_name: BUS_APPLICATION } })
+  const waiting = new Map<string, (from: string) => void>()
+  const self = randomUUID()
+  const messages = await sql.listen(CHANNEL, (message) => {
     const [nonce, topic, payload] = JSON.parse(message) as [string, string, string]
-    const echo = echoes.get(nonce)
-    if (echo) return echo()
     deliver(topic, payload)
+    sql`select pg_notify(${ACK_CHANNEL}, ${JSON.stringify([nonce, self])})`.catch((err: unknown) =>
+      log.error({ err, topic }, 'invalidation not acknowledged'),
+    )
+  })
+  const acks = await sql.listen(ACK_CHANNEL, (message) => {
+    const [nonce, from] = JSON.parse(message) as [string, string]
+    waiting.get(nonce)?.(from)
   })
   return {
     async publish(topic, payload) {
       deliver(topic, payload)
       const nonce = randomUUID()
-      const echoed = new Promise<void>((resolve) => {
-        echoes.set(nonce, resolve)
-        setTimeout(resolve, 1000).unref()
+      const acked = new Set<string>()
+      let expected = Infinity
+      let done!: () => void
+      const allAcked = new Promise<void>((resolve) => (done = resolve))
+      waiting.set(nonce, (from) => {
+        acked.add(from)
+        if (acked.size >= expected) done()
       })
+      const timer = setTimeout(() => {
+        log.warn({ topic, acked: acked.size, expected }, 'invalidation: not every process acknowledged in time')
+        done()
+      }, ACK_TIMEOUT_MS)
       try {
-        await pg.sql`select pg_notify(${CHANNEL}, ${JSON.stringify([nonce, topic, payload])})`
-        await echoed
+        // postgres.js keeps one LISTEN connection per bus, so each listening process shows one
+        // BUS_APPLICATION session whose last statement was a LISTEN.
+        const [row] = await sql<{ n: number }[]>`
+          select count(*)::int as n from pg_stat_activity
+          where application_name = ${BUS_APPLICATION} and datname = current_database() and query ilike 'listen%'`
+        expected = Math.max(1, row?.n ?? 1)
+        if (acked.size >= expected) done()
+        await sql`select pg_notify(${CHANNEL}, ${JSON.stringify([nonce, topic, payload])})`
+        await allAcked
       } catch (err) {
         log.error({ err, topic }, 'invalidation not broadcast')
       } finally {
-        echoes.delete(nonce)
+        clearTimeout(timer)
+        waiting.delete(nonce)
       }
     },
     subscribe,
-    close: () => listener.unlisten(),
+    async close() {
+      await messages.unlisten()
+      await acks.unlisten()
+      await sql.end({ timeout: 2 })
+    },
   }
 }
