@@ -10,6 +10,7 @@ import { openPostgres } from './db/postgres.ts'
 import { closeRedis, openRedis } from './db/redis.ts'
 import type { RouteDef } from './http/route.ts'
 import { allRoutes } from './http/routes.ts'
+import { startIngestService } from './events/service.ts'
 import { createServer } from './http/server.ts'
 import { createLogger, type Logger } from './lib/log.ts'
 
@@ -27,7 +28,7 @@ export interface BackgroundService {
 type StartService = (ctx: AppContext) => Promise<BackgroundService> | BackgroundService
 
 /** Features register their background services here. */
-const backgroundServices: StartService[] = []
+const backgroundServices: StartService[] = [startIngestService]
 
 export async function startApp(
   config: Config,

@@ -158,7 +158,7 @@ async function dispatch(ctx: AppContext, route: CompiledRoute, inc: Incoming): P
   let body: unknown
   if (route.body) {
     if (!inc.body || inc.body.length === 0) throw badRequest('request body is required')
-    body = validate(route.body, parseJson(inc.body), 'body')
+    body = def.validateBody === false ? parseJson(inc.body) : validate(route.body, parseJson(inc.body), 'body')
   }
   const log = ctx.log.child({ reqId: inc.meta.requestId, tenantId: inc.meta.tenantId })
   const req = {

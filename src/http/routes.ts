@@ -1,12 +1,13 @@
 // Every route the API serves, grouped by auth regime. New features add their route list here; the
 // OpenAPI document follows automatically.
 import { adminRoutes } from '../admin/routes.ts'
+import { eventRoutes } from '../events/routes.ts'
 import { healthRoute, openApiRoute } from '../system/routes.ts'
 import { buildOpenApi } from './openapi.ts'
 import type { RouteDef } from './route.ts'
 
 /** Operator routes (API key). */
-const operatorRoutes: RouteDef[] = []
+const operatorRoutes: RouteDef[] = [...eventRoutes]
 
 export function allRoutes(version: string): RouteDef[] {
   let document: unknown

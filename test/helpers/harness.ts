@@ -96,7 +96,7 @@ export async function startHarness(
     return { status: res.status, body: parsed as T, text, headers: res.headers }
   }
 
-  const admin = <T>(method: string, path: string, body?: unknown) =>
+  const admin = <T = any>(method: string, path: string, body?: unknown) =>
     request<T>(method, `/admin${path}`, { key: adminKey, body })
 
   async function must<T = any>(p: Promise<TestResponse<T>>, status: number): Promise<T> {
