@@ -8,6 +8,7 @@
 //
 // A request is answered only after its events are in ClickHouse and its players/profiles are committed
 // in PostgreSQL. Any failure before the ClickHouse insert releases the claimed ids, so the retry stores.
+import type { TransactionSql } from 'postgres'
 import type { ClickHouse } from '../db/clickhouse.ts'
 import type { Sql } from '../db/postgres.ts'
 import { AppError } from '../errors.ts'
@@ -36,6 +37,8 @@ export interface PipelineOptions {
   maxQueuedEvents: number
   /** Most events written as one group. */
   maxGroupEvents: number
+  /** Run the PostgreSQL statements while the ClickHouse insert runs (PostgreSQL server only). */
+  overlapWrites: boolean
 }
 
 export interface Pipeline {
@@ -144,6 +147,7 @@ export function createPipeline(deps: {
         where.push([i, e])
       })
     })
+    const t0 = performance.now()
     const claim = await dedupe.claim(tenantId, entries).catch((err: unknown) => {
       if (err instanceof AppError) throw err
       log.error({ err, tenantId }, 'ingest: dedupe failed')
@@ -190,6 +194,7 @@ export function createPipeline(deps: {
         }
         mappingKeys.push(key)
       })
+      const t1 = performance.now()
       const result = await pool.run({
         kind: 'transform',
         tenantId,
@@ -202,15 +207,41 @@ export function createPipeline(deps: {
         mappings,
         seqBase: nextSeq(toStore),
       })
-      await chWriter.write(Buffer.from(result.rows.buffer, result.rows.byteOffset, result.rows.byteLength))
-      inClickHouse = true
-      await withRetries(log, () =>
-        sql.begin(async (tx) => {
+      const t2 = performance.now()
+      let t3 = 0
+      const writePostgres = (tx: TransactionSql) =>
+        (async () => {
           await upsertPlayers(tx, tenantId, result.players)
           await updateProfiles(tx, tenantId, result.players)
           if (result.statuses.brand_id.length) await applyStatuses(tx, tenantId, result.statuses)
-        }),
-      )
+        })()
+      const chWrite = chWriter.write(Buffer.from(result.rows.buffer, result.rows.byteOffset, result.rows.byteLength)).then(() => {
+        inClickHouse = true
+        t3 = performance.now()
+      })
+      if (options.overlapWrites) {
+        // PostgreSQL server: run the statements while ClickHouse inserts, commit only once the events are
+        // in ClickHouse (a failed insert rolls the profiles back). Not with PGlite, where an open
+        // transaction blocks every other connection.
+        chWrite.catch(() => {})
+        try {
+          await sql.begin(async (tx) => {
+            await writePostgres(tx)
+            await chWrite
+          })
+        } catch (err) {
+          if (!inClickHouse) throw err
+          log.warn({ err, tenantId }, 'ingest: postgres write failed after the clickhouse insert, retrying')
+          await withRetries(log, () => sql.begin((tx) => writePostgres(tx)))
+        }
+      } else {
+        await chWrite
+        await withRetries(log, () => sql.begin((tx) => writePostgres(tx)))
+      }
+      if (log.isLevelEnabled('debug')) {
+        const ms = (a: number, b: number) => Math.round((b - a) * 10) / 10
+        log.debug({ tenantId, requests: items.length, events: toStore, players: result.players.brand_id.length, dedupeMs: ms(t0, t1), transformMs: ms(t1, t2), clickhouseMs: ms(t2, t3), storesMs: ms(t2, performance.now()) }, 'ingest group written')
+      }
     } catch (err) {
       if (!inClickHouse) {
         await claim.release()

@@ -14,7 +14,7 @@ export interface IngestEngine {
   pipeline: Pipeline
 }
 
-export const DEFAULT_PIPELINE_OPTIONS: PipelineOptions = { maxQueuedEvents: 20_000, maxGroupEvents: 5_000 }
+export const DEFAULT_PIPELINE_OPTIONS = { maxQueuedEvents: 20_000, maxGroupEvents: 5_000 }
 
 /** Background service: registered in app.ts, it sets ctx.ingest for the route. */
 export async function startIngestService(ctx: AppContext) {
@@ -23,7 +23,7 @@ export async function startIngestService(ctx: AppContext) {
   const engine: IngestEngine = {
     limiter: createRateLimiter({ limitPerMin: ctx.config.rateLimitIngestPerMin, redis: ctx.redis, log: ctx.log }),
     mappings: createMappingCache({ sql: ctx.sql, bus: ctx.bus }),
-    pipeline: createPipeline({ sql: ctx.sql, ch: ctx.ch, dedupe, pool, log: ctx.log, options: DEFAULT_PIPELINE_OPTIONS }),
+    pipeline: createPipeline({ sql: ctx.sql, ch: ctx.ch, dedupe, pool, log: ctx.log, options: { ...DEFAULT_PIPELINE_OPTIONS, overlapWrites: ctx.pg.kind === 'postgres' } satisfies PipelineOptions }),
   }
   ctx.ingest = engine
   return {
