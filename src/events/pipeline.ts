@@ -16,7 +16,7 @@ import type { Logger } from '../lib/log.ts'
 import type { IngestPool } from '../workers/pool.ts'
 import type { Dedupe, DedupeEntry } from './dedupe.ts'
 import type { MappingConfig } from './mapping.ts'
-import { applyStatuses, updateProfiles, upsertPlayers } from './queries.ts'
+import { createProfileWriter } from './profiles.ts'
 
 /** One accepted request waiting in a tenant's mailbox. */
 export interface IngestItem {
@@ -69,9 +69,12 @@ export function createPipeline(deps: {
   pool: IngestPool
   log: Logger
   options: PipelineOptions
+  /** Stand-in for tests; by default the PostgreSQL writer of profiles.ts. */
+  profiles?: ReturnType<typeof createProfileWriter>
 }): Pipeline {
   const { sql, dedupe, pool, log, options } = deps
   const chWriter = createChWriter(deps.ch, deps.ch.kind === 'chdb' ? 1 : 2)
+  const profiles = deps.profiles ?? createProfileWriter()
   const mailboxes = new Map<string, Mailbox>()
   let idleWaiters: (() => void)[] = []
   let seqNext = 0
@@ -210,11 +213,10 @@ export function createPipeline(deps: {
       const t2 = performance.now()
       let t3 = 0
       const writePostgres = (tx: TransactionSql) =>
-        (async () => {
-          await upsertPlayers(tx, tenantId, result.players)
-          await updateProfiles(tx, tenantId, result.players)
-          if (result.statuses.brand_id.length) await applyStatuses(tx, tenantId, result.statuses)
-        })()
+        profiles.write(tx, tenantId, result.players, result.statuses).catch((err: unknown) => {
+          profiles.forget(result.players)
+          throw err
+        })
       const chWrite = chWriter.write(Buffer.from(result.rows.buffer, result.rows.byteOffset, result.rows.byteLength)).then(() => {
         inClickHouse = true
         t3 = performance.now()
@@ -230,6 +232,8 @@ export function createPipeline(deps: {
             await chWrite
           })
         } catch (err) {
+          // The insert may still be running: its outcome decides whether the ids are stored.
+          await chWrite.catch(() => {})
           if (!inClickHouse) throw err
           log.warn({ err, tenantId }, 'ingest: postgres write failed after the clickhouse insert, retrying')
           await withRetries(log, () => sql.begin((tx) => writePostgres(tx)))

@@ -7,12 +7,24 @@ import type { PlayerColumns, StatusColumns } from './transform.ts'
 
 type Tx = Sql | TransactionSql
 
+export interface PlayerKeyColumns {
+  brand_id: string[]
+  external_id: string[]
+  email: (string | null)[]
+  phone: (string | null)[]
+}
+
 /**
- * Upserts the players (email/phone from registration data), creates missing profiles and queues
- * `player.created` for new players. Locks every touched player row until the transaction ends.
+ * Upserts these players (email/phone from registration data), creates missing profiles and queues
+ * `player.created` for new players, in (brand_id, external_id) order. Returns every row's id, and locks
+ * the rows until the transaction ends.
  */
-export async function upsertPlayers(tx: Tx, tenantId: string, p: PlayerColumns): Promise<number> {
-  const [row] = await tx<{ created: string }[]>`
+export async function upsertPlayers(
+  tx: Tx,
+  tenantId: string,
+  p: PlayerKeyColumns,
+): Promise<{ id: string; brand_id: string; external_id: string; created: boolean }[]> {
+  return tx<{ id: string; brand_id: string; external_id: string; created: boolean }[]>`
     with input as (
       select * from unnest(${p.brand_id}::uuid[], ${p.external_id}::text[], ${p.email}::text[], ${p.phone}::text[])
         as t(brand_id, external_id, email, phone)
@@ -22,8 +34,9 @@ export async function upsertPlayers(tx: Tx, tenantId: string, p: PlayerColumns):
       on conflict (brand_id, external_id) do update
         set email = coalesce(excluded.email, players.email),
             phone = coalesce(excluded.phone, players.phone),
-            updated_at = now()
-        where excluded.email is not null or excluded.phone is not null
+            updated_at = case when coalesce(excluded.email, players.email) is distinct from players.email
+                                or coalesce(excluded.phone, players.phone) is distinct from players.phone
+                              then now() else players.updated_at end
       returning id, brand_id, external_id, (xmax = 0) as created
     ), prof as (
       insert into player_profiles (player_id, tenant_id, brand_id)
@@ -34,27 +47,32 @@ export async function upsertPlayers(tx: Tx, tenantId: string, p: PlayerColumns):
       select ${tenantId}::uuid, brand_id, 'player.created', jsonb_build_object('player_id', id, 'external_id', external_id)
       from up where created
     )
-    select count(*) filter (where created) as created from up`
-  return Number(row?.created ?? 0)
+    select id, brand_id, external_id, created from up`
 }
 
-/** Folds the group's deltas into the profiles; a first deposit queues `player.converted`. */
-export async function updateProfiles(tx: Tx, tenantId: string, p: PlayerColumns): Promise<number> {
-  const [row] = await tx<{ converted: string }[]>`
+/**
+ * Folds the group's deltas into the profiles of these players (`ids`, sorted: rows are locked in that
+ * order first, so concurrent groups cannot deadlock); a first deposit queues `player.converted`.
+ * Returns the ids of the profiles it updated.
+ */
+export async function updateProfiles(tx: Tx, tenantId: string, ids: string[], p: PlayerColumns): Promise<string[]> {
+  const rows = await tx<{ player_id: string }[]>`
     with dt as (
       select * from unnest(
-        ${p.brand_id}::uuid[], ${p.external_id}::text[], ${p.language}::text[], ${p.currency}::text[],
+        ${ids}::uuid[], ${p.external_id}::text[], ${p.language}::text[], ${p.currency}::text[],
         ${p.country}::text[], ${p.name}::text[], ${p.device}::text[], ${p.os}::text[], ${p.browser}::text[],
         ${p.platform}::text[], ${p.first_seen}::timestamptz[], ${p.last_seen}::timestamptz[],
         ${p.last_login}::timestamptz[], ${p.event_count}::int[], ${p.money}::text[], ${p.consent}::text[],
         ${p.first_deposit_at}::timestamptz[], ${p.first_deposit_amount}::numeric[], ${p.first_deposit_currency}::text[],
         ${p.last_deposit_at}::timestamptz[]
-      ) as t(brand_id, external_id, language, currency, country, name, device, os, browser, platform, first_seen,
+      ) as t(player_id, external_id, language, currency, country, name, device, os, browser, platform, first_seen,
              last_seen, last_login, event_count, money_text, consent_text, first_deposit_at, first_deposit_amount,
              first_deposit_currency, last_deposit_at)
     ), d as (
       -- jsonb travels as text: the driver would otherwise encode each element as a JSON string.
       select dt.*, money_text::jsonb as money, consent_text::jsonb as consent from dt
+    ), locked as materialized (
+      select player_id from player_profiles where player_id = any(${ids}::uuid[]) order by player_id for update
     ), upd as (
       update player_profiles p set
         language = coalesce(d.language, p.language),
@@ -88,10 +106,10 @@ export async function updateProfiles(tx: Tx, tenantId: string, p: PlayerColumns)
         last_deposit_at = greatest(p.last_deposit_at, d.last_deposit_at),
         updated_at = now()
       from d
-        join players pl on pl.brand_id = d.brand_id and pl.external_id = d.external_id
-        join player_profiles old on old.player_id = pl.id
-      where p.player_id = pl.id
-      returning p.player_id, p.brand_id, pl.external_id,
+        join locked l on l.player_id = d.player_id
+        join player_profiles old on old.player_id = d.player_id
+      where p.player_id = d.player_id
+      returning p.player_id, p.brand_id, d.external_id,
         (old.first_deposit_at is null and d.first_deposit_at is not null) as converted,
         d.first_deposit_at, d.first_deposit_amount, coalesce(d.first_deposit_currency, p.currency) as first_deposit_currency
     ), ob as (
@@ -101,8 +119,8 @@ export async function updateProfiles(tx: Tx, tenantId: string, p: PlayerColumns)
         'amount', first_deposit_amount, 'currency', first_deposit_currency, 'at', first_deposit_at)
       from upd where converted
     )
-    select count(*) filter (where converted) as converted from upd`
-  return Number(row?.converted ?? 0)
+    select player_id from upd`
+  return rows.map((r) => r.player_id)
 }
 
 /** Applies status_change events to players.status; a change queues `player.status_changed`. */

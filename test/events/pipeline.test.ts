@@ -41,7 +41,8 @@ function fakes(opts: { insertMs?: number; failInserts?: number } = {}) {
     stop: async () => {},
   }
   const pool: IngestPool = { run: async (task) => transformGroup(task), close: async () => {} }
-  return { ch, sql, dedupe, pool, inserts, released, committed }
+  const profiles = { write: async () => {}, forget: () => {} }
+  return { ch, sql, dedupe, pool, profiles, inserts, released, committed }
 }
 
 let n = 0
