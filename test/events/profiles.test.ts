@@ -107,3 +107,13 @@ t.test('players are upserted by (brand, external id), many at once', async (t) =
   t.equal(Number(row?.ev), 200)
   t.equal((await outbox(tenant.id)).filter((x) => x.event === 'player.created').length, 37)
 })
+
+t.test('a player deleted behind the cache is re-created on its next event', async (t) => {
+  const tenant = await h.createTenant()
+  t.equal((await post(h, tenant.key, e('carol', 'login', 1))).status, 200)
+  await h.app.ctx.sql`delete from players where tenant_id = ${tenant.id} and external_id = 'carol'`
+  const res = await post(h, tenant.key, e('carol', 'login', 2))
+  t.equal(res.status, 200, res.text)
+  const c = await profile(tenant.id, 'carol')
+  t.equal(Number(c?.event_count), 1)
+})
