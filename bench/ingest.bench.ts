@@ -4,9 +4,9 @@
 // insert of the same rows. Prints a table; bench/RESULTS.md records runs.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
-import { availableParallelism, cpus, tmpdir } from 'node:os'
+import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { openClickHouse } from '../src/db/clickhouse.ts'
@@ -58,9 +58,16 @@ async function admin(port: number, adminKey: string, path: string, body: unknown
   return ((await res.json()) as { data: Record<string, string> }).data
 }
 
-function line(name: string, r: LoadResult, eventsPerRequest: number) {
+/** CPU seconds (user + system, all threads) a process has used so far: load-independent cost. */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
+  return (Number(fields[11]) + Number(fields[12])) / 100
+}
+
+function line(name: string, r: LoadResult, eventsPerRequest: number, cpu: number) {
   const evs = (r.requests * eventsPerRequest) / r.seconds
-  return `| ${name} | ${Math.round(evs).toLocaleString('en')} | ${Math.round(r.requests / r.seconds).toLocaleString('en')} | ${pct(r.latenciesMs, 50).toFixed(1)} | ${pct(r.latenciesMs, 95).toFixed(1)} | ${pct(r.latenciesMs, 99).toFixed(1)} | ${r.errors} | ${r.stored.toLocaleString('en')} / ${r.deduped.toLocaleString('en')} |`
+  const cpuPerEvent = (cpu / Math.max(1, r.requests * eventsPerRequest)) * 1e6
+  return `| ${name} | ${Math.round(evs).toLocaleString('en')} | ${Math.round(r.requests / r.seconds).toLocaleString('en')} | ${pct(r.latenciesMs, 50).toFixed(1)} | ${pct(r.latenciesMs, 95).toFixed(1)} | ${pct(r.latenciesMs, 99).toFixed(1)} | ${r.errors} | ${r.stored.toLocaleString('en')} / ${r.deduped.toLocaleString('en')} | ${Math.round(cpuPerEvent)} |`
 }
 
 async function scenario(mode: 'servers' | 'embedded'): Promise<{ lines: string[]; batchEps: number }> {
@@ -83,13 +90,18 @@ async function scenario(mode: 'servers' | 'embedded'): Promise<{ lines: string[]
     await sendAll(server.port, keys, reg)
 
     const batchBodies = keys.map(() => makeBodies({ count: 1200, batchSize: 100, players: PLAYERS, repeatShare: REPEAT_SHARE }))
+    const pid = server.proc.pid as number
+    let cpu0 = cpuSeconds(pid)
     const batches = await runLoad({ port: server.port, keys, bodies: batchBodies, concurrency: 16, durationMs: BATCH_SECONDS * 1000 })
+    const batchCpu = cpuSeconds(pid) - cpu0
     const singleBodies = keys.map(() => makeBodies({ count: 40_000, batchSize: 1, players: PLAYERS, repeatShare: REPEAT_SHARE }))
+    cpu0 = cpuSeconds(pid)
     const singles = await runLoad({ port: server.port, keys, bodies: singleBodies, concurrency: 64, durationMs: SINGLE_SECONDS * 1000 })
+    const singleCpu = cpuSeconds(pid) - cpu0
     const label = mode === 'servers' ? 'PostgreSQL + Redis + chDB' : 'embedded (PGlite + chDB, no Redis)'
     if (batches.errors || singles.errors) out(`  non-200 answers: batches ${JSON.stringify(batches.statuses)} singles ${JSON.stringify(singles.statuses)}`)
     return {
-      lines: [line(`${label}, batches of 100 (16 in flight)`, batches, 100), line(`${label}, single events (64 in flight)`, singles, 1)],
+      lines: [line(`${label}, batches of 100 (16 in flight)`, batches, 100, batchCpu), line(`${label}, single events (64 in flight)`, singles, 1, singleCpu)],
       batchEps: (batches.requests * 100) / batches.seconds,
     }
   } finally {
@@ -163,9 +175,10 @@ results.push(...emb.lines)
 best ||= emb.batchEps
 const ceil = await ceiling()
 out('')
-out('| scenario | events/s | requests/s | p50 ms | p95 ms | p99 ms | errors | stored / deduped |')
-out('|---|---|---|---|---|---|---|---|')
+out('| scenario | events/s | requests/s | p50 ms | p95 ms | p99 ms | errors | stored / deduped | server CPU µs/event |')
+out('|---|---|---|---|---|---|---|---|---|')
 for (const l of results) out(l)
 out('')
 out(`ceiling, bare chDB insert of the same rows: ${Math.round(ceil.big).toLocaleString('en')} rows/s at 5,000 rows per insert, ${Math.round(ceil.small).toLocaleString('en')} rows/s at 100 rows per insert`)
 out(`ratio, batched ingestion (durable ack) / bare 5,000-row insert: ${(best / ceil.big).toFixed(2)}`)
+out(`load average during the run: ${loadavg().map((l) => l.toFixed(1)).join(' ')} (on ${availableParallelism()} cores; above ~2 the figures are depressed by other work)`)
