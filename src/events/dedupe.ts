@@ -44,13 +44,22 @@ const WAIT_STEP_MS = 20
 const WAIT_MAX_MS = 10_000
 const LOCAL_MAX = 2_000_000
 
+// KEYS[1] is the epoch key (see below); its value comes back as the last element.
 const CLAIM_LUA = `
 local out = {}
-for i = 1, #KEYS do
+for i = 2, #KEYS do
   local prev = redis.call('SET', KEYS[i], ARGV[1], 'NX', 'GET', 'EX', ARGV[2])
-  if prev then out[i] = prev else out[i] = '' end
+  if prev then out[i - 1] = prev else out[i - 1] = '' end
 end
+out[#KEYS] = redis.call('GET', KEYS[1]) or ''
 return out`
+/**
+ * Redis is the dedupe memory. `rsp:dd:epoch` tells whether that memory is whole: set at first use
+ * (`i:<ms>` when ClickHouse holds no recent events, i.e. a fresh deployment), it disappears with
+ * everything else when Redis restarts empty. It is then re-created as `r:<ms>`, and for the next 8 days
+ * every newly claimed id is also checked against ClickHouse.
+ */
+const EPOCH_KEY = 'rsp:dd:epoch'
 const STORE_LUA = `
 for i = 1, #KEYS do redis.call('SET', KEYS[i], 's', 'EX', ARGV[1]) end
 return #KEYS`
@@ -122,6 +131,20 @@ export function createDedupe(deps: { redis: Redis | undefined; ch: ClickHouse; l
   const heartbeat = setInterval(beat, HEARTBEAT_MS)
   heartbeat.unref()
   let degradedSince = 0
+  let epochValue = ''
+
+  /** True while Redis's dedupe memory may be missing ids stored in the last 8 days. */
+  async function memoryIncomplete(): Promise<boolean> {
+    if (!epochValue) {
+      // First use, or Redis came back empty: a fresh deployment only if ClickHouse has no recent events.
+      const recent = await ch.query<{ n: number }>('SELECT 1 AS n FROM events WHERE received_at > now() - INTERVAL 8 DAY LIMIT 1')
+      const value = `${recent.length ? 'r' : 'i'}:${Date.now()}`
+      await redis.set(EPOCH_KEY, value, 'NX')
+      epochValue = (await redis.get(EPOCH_KEY)) ?? value
+      if (epochValue.startsWith('r:')) log.warn('dedupe: redis has lost its dedupe memory; verifying new ids against ClickHouse for 8 days')
+    }
+    return epochValue.startsWith('r:') && Date.now() - Number(epochValue.slice(2)) < DEDUPE_TTL_SEC * 1000
+  }
 
   async function claimRedis(tenantId: string, entries: DedupeEntry[]): Promise<Claim> {
     const token = `p|${procId}|${Date.now()}`
@@ -132,7 +155,8 @@ export function createDedupe(deps: { redis: Redis | undefined; ch: ClickHouse; l
     const deadline = Date.now() + WAIT_MAX_MS
     try {
       while (todo.length) {
-        const answers = await redis.rspDedupeClaim(todo.length, ...todo.map((i) => keys[i] as string), token, DEDUPE_TTL_SEC)
+        const answers = await redis.rspDedupeClaim(todo.length + 1, EPOCH_KEY, ...todo.map((i) => keys[i] as string), token, DEDUPE_TTL_SEC)
+        epochValue = answers[todo.length] ?? ''
         const pending: { i: number; value: string }[] = []
         todo.forEach((i, n) => {
           const prev = answers[n] ?? ''
@@ -187,6 +211,17 @@ export function createDedupe(deps: { redis: Redis | undefined; ch: ClickHouse; l
     if (degradedSince) {
       log.info({ downMs: Date.now() - degradedSince }, 'dedupe: redis is back')
       degradedSince = 0
+    }
+    if (claimed.length && (await memoryIncomplete())) {
+      // Redis lost its memory within the window: what it calls new may be stored already.
+      const fresh = claimed.map((i) => entries[i] as DedupeEntry)
+      const found = await verifyAgainstStore(ch, tenantId, fresh)
+      const stored = claimed.filter((_, n) => found[n])
+      if (stored.length) {
+        for (const i of stored) duplicate[i] = true
+        await redis.rspDedupeStore(stored.length, ...stored.map((i) => keys[i] as string), DEDUPE_TTL_SEC)
+        claimed.splice(0, claimed.length, ...claimed.filter((_, n) => !found[n]))
+      }
     }
     const claimedKeys = claimed.map((i) => keys[i] as string)
     const claimedEntries = claimed.map((i) => entries[i] as DedupeEntry)
