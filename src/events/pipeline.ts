@@ -308,8 +308,10 @@ function createChWriter(ch: ClickHouse, maxInFlight: number) {
         () => {
           for (const b of batch) b.resolve()
         },
-        (err: unknown) => {
-          for (const b of batch) b.reject(err)
+        async (err: unknown) => {
+          if (batch.length === 1) return (batch[0] as { reject(err: unknown): void }).reject(err)
+          // One group's rows must not fail everybody's: retry each contribution on its own.
+          for (const b of batch) await ch.insertJsonEachRow('events', b.buf).then(b.resolve, b.reject)
         },
       ).finally(() => {
         inFlight--

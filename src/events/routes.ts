@@ -5,9 +5,13 @@ import { Compile } from 'typebox/compile'
 import type { AppContext } from '../context.ts'
 import { badRequest } from '../errors.ts'
 import { defineRoute } from '../http/route.ts'
-import { describeErrors } from '../http/router.ts'
+import { describeErrors, type FieldError } from '../http/router.ts'
 import { ingestEvents } from './service.ts'
 import { EventBatch, IncomingEvent, IngestBody, IngestResponse, MAX_BATCH } from './schemas.ts'
+
+/** Event times the events table accepts (ClickHouse partitions by month; see docs/ingestion.md). */
+const EARLIEST = Date.UTC(2000, 0, 1)
+const MAX_FUTURE_MS = 24 * 3600 * 1000
 
 const checkBatch = Compile(EventBatch)
 const checkSingle = Compile(IncomingEvent)
@@ -16,7 +20,20 @@ const checkSingle = Compile(IncomingEvent)
 export function validateIngestBody(body: unknown): IncomingEvent[] {
   const isBatch = typeof body === 'object' && body !== null && !Array.isArray(body) && 'events' in body
   const v = isBatch ? checkBatch : checkSingle
-  if (v.Check(body)) return isBatch ? (body as EventBatch).events : [body as IncomingEvent]
+  if (v.Check(body)) {
+    const events = isBatch ? (body as EventBatch).events : [body as IncomingEvent]
+    const latest = Date.now() + MAX_FUTURE_MS
+    const errors: FieldError[] = []
+    events.forEach((e, i) => {
+      if (e.timestamp === undefined) return
+      const at = Date.parse(e.timestamp)
+      if (!(at >= EARLIEST && at <= latest)) {
+        errors.push({ in: 'body', field: isBatch ? `events.${i}.timestamp` : 'timestamp', message: 'must be between 2000-01-01 and one day from now' })
+      }
+    })
+    if (errors.length) throw badRequest('invalid event', { errors })
+    return events
+  }
   const errors = describeErrors(v, body, 'body')
   const count = isBatch && Array.isArray((body as { events: unknown }).events) ? (body as { events: unknown[] }).events.length : undefined
   throw badRequest(count !== undefined && (count === 0 || count > MAX_BATCH) ? `a batch holds 1 to ${MAX_BATCH} events` : 'invalid event', { errors })

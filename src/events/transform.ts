@@ -109,10 +109,13 @@ const str = (v: unknown, max = 256): string | null => {
   return s.length > max ? s.slice(0, max) : s
 }
 
-/** Amount → micro-units of the major unit; NaN for anything that is not a finite number. */
+/** Amounts beyond this (in major units) are not summed or stored in `amount` (the raw event keeps them). */
+export const MAX_AMOUNT = 1e9
+
+/** Amount → micro-units of the major unit (exact integers); NaN for anything not a finite number in range. */
 export function toMicros(v: unknown): number {
   const n = typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' ? Number(v) : Number.NaN
-  return Number.isFinite(n) ? Math.round(n * 1e6) : Number.NaN
+  return Number.isFinite(n) && Math.abs(n) <= MAX_AMOUNT ? Math.round(n * 1e6) : Number.NaN
 }
 
 /** Exact decimal string of an integer count of micro-units. */

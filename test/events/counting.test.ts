@@ -114,3 +114,23 @@ t.test('tenant isolation: a pinned key ignores the brand hint; another tenant br
   t.equal(await storedCount(h, b.id), 1)
   t.equal(await storedCount(h, a.id), 1)
 })
+
+t.test('timestamps outside 2000-01-01 .. now + 1 day are refused; absurd amounts are kept raw only', async (t) => {
+  const tenant = await h.createTenant()
+  const old = await post(h, tenant.key, { events: [ev(), ev({ timestamp: '1999-12-31T23:59:59Z' })] })
+  t.equal(old.status, 400)
+  t.same(old.body.details.errors.map((e: { field: string }) => e.field), ['events.1.timestamp'])
+  const future = await post(h, tenant.key, ev({ timestamp: new Date(Date.now() + 3 * 86400_000).toISOString() }))
+  t.equal(future.status, 400)
+  const offset = await post(h, tenant.key, ev({ timestamp: '2026-01-01T10:00:00+02:00' }))
+  t.equal(offset.status, 200)
+  const huge = await post(h, tenant.key, ev({ event_type: 'deposit', payload: { amount: 1e40, currency: 'EUR' } }))
+  t.equal(huge.status, 200, huge.text)
+  const rows = await h.app.ctx.ch.query<{ a: string; raw: string; t: string }>(
+    'SELECT toString(amount) AS a, raw, toString(event_time) AS t FROM events WHERE tenant_id = {t:UUID} ORDER BY seq',
+    { t: tenant.id },
+  )
+  t.equal(rows[0]?.t, '2026-01-01 08:00:00.000', 'stored in UTC')
+  t.equal(rows[1]?.a, '0')
+  t.equal(JSON.parse(rows[1]?.raw as string).payload.amount, 1e40)
+})

@@ -23,6 +23,7 @@ function fakes(opts: { insertMs?: number; failInserts?: number } = {}) {
     async insertJsonEachRow(_table: string, rows: Buffer | string) {
       await sleep(opts.insertMs ?? 0)
       if (failures-- > 0) throw new Error('insert failed')
+      if (rows.toString().includes('"poison')) throw new Error('bad row')
       inserts.push({ rows: rows.toString().trim().split('\n').map((l) => JSON.parse(l)), at: Date.now() })
     },
   } as unknown as ClickHouse
@@ -108,4 +109,13 @@ t.test('different tenants run in parallel and share ClickHouse inserts', async (
   // chDB's writer runs one insert at a time: the groups of B and C, ready while A's insert ran, share one.
   t.equal(f.inserts.length, 2)
   t.same(f.inserts.map((i) => i.rows.length), [10, 20])
+})
+
+t.test('a group whose rows ClickHouse refuses does not fail the groups it was coalesced with', async (t) => {
+  const f = fakes({ insertMs: 40 })
+  const p = createPipeline({ ...f, log, options: { maxQueuedEvents: 10_000, maxGroupEvents: 5_000, overlapWrites: false } })
+  const TENANT_C = '00000000-0000-4000-8000-00000000000c'
+  const results = await Promise.allSettled([p.submit(TENANT_A, item(5, 'first')), p.submit(TENANT_B, item(5, 'poison')), p.submit(TENANT_C, item(5, 'fine'))])
+  t.same(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled'])
+  t.equal(f.inserts.flatMap((i) => i.rows).length, 10)
 })
