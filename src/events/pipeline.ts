@@ -39,6 +39,8 @@ export interface PipelineOptions {
   maxGroupEvents: number
   /** Run the PostgreSQL statements while the ClickHouse insert runs (PostgreSQL server only). */
   overlapWrites: boolean
+  /** An idle ClickHouse writer given a small payload waits this long for more (0: insert at once). */
+  chLingerMs?: number
 }
 
 export interface Pipeline {
@@ -73,7 +75,7 @@ export function createPipeline(deps: {
   profiles?: ReturnType<typeof createProfileWriter>
 }): Pipeline {
   const { sql, dedupe, pool, log, options } = deps
-  const chWriter = createChWriter(deps.ch, deps.ch.kind === 'chdb' ? 1 : 2)
+  const chWriter = createChWriter(deps.ch, deps.ch.kind === 'chdb' ? 1 : 2, options.chLingerMs ?? 0)
   const profiles = deps.profiles ?? createProfileWriter()
   const mailboxes = new Map<string, Mailbox>()
   let idleWaiters: (() => void)[] = []
@@ -288,11 +290,19 @@ async function withRetries<T>(log: Logger, fn: () => Promise<T>): Promise<T> {
  * Coalesces the rows of every tenant's group into few ClickHouse inserts: chDB pays ~3 ms per insert
  * whatever its size, so while one insert runs, the next one collects everything that arrives.
  */
-function createChWriter(ch: ClickHouse, maxInFlight: number) {
+function createChWriter(ch: ClickHouse, maxInFlight: number, lingerMs: number) {
   const MAX_BYTES = 32 * 1024 * 1024
+  /** Below this, an idle writer waits up to lingerMs for more rows (chDB's cost per insert is fixed). */
+  const LINGER_BELOW_BYTES = 256 * 1024
   let queue: { buf: Buffer; resolve(): void; reject(err: unknown): void }[] = []
+  let queuedBytes = 0
   let inFlight = 0
+  let timer: NodeJS.Timeout | undefined
   const pump = () => {
+    if (timer) {
+      clearTimeout(timer)
+      timer = undefined
+    }
     while (inFlight < maxInFlight && queue.length) {
       let bytes = 0
       let n = 0
@@ -302,6 +312,7 @@ function createChWriter(ch: ClickHouse, maxInFlight: number) {
       }
       const batch = queue.slice(0, n)
       queue = queue.slice(n)
+      queuedBytes -= bytes
       inFlight++
       const payload = batch.length === 1 ? (batch[0] as { buf: Buffer }).buf : Buffer.concat(batch.map((b) => b.buf), bytes)
       ch.insertJsonEachRow('events', payload).then(
@@ -323,7 +334,9 @@ function createChWriter(ch: ClickHouse, maxInFlight: number) {
     write(buf: Buffer): Promise<void> {
       return new Promise<void>((resolve, reject) => {
         queue.push({ buf, resolve, reject })
-        pump()
+        queuedBytes += buf.length
+        if (inFlight > 0 || lingerMs <= 0 || queuedBytes >= LINGER_BELOW_BYTES) pump()
+        else timer ??= setTimeout(pump, lingerMs)
       })
     },
   }
