@@ -8,6 +8,7 @@ import { openClickHouse } from './db/clickhouse.ts'
 import { migrateClickHouse, migratePostgres } from './db/migrate.ts'
 import { openPostgres } from './db/postgres.ts'
 import { closeRedis, openRedis } from './db/redis.ts'
+import { startIngestService } from './events/service.ts'
 import type { RouteDef } from './http/route.ts'
 import { allRoutes } from './http/routes.ts'
 import { createServer } from './http/server.ts'
@@ -29,6 +30,7 @@ type StartService = (ctx: AppContext) => Promise<BackgroundService> | Background
 
 /** Features register their background services here. */
 const backgroundServices: StartService[] = [
+  startIngestService,
   (ctx) => startSegmentRecompute(ctx, { intervalMs: ctx.config.segmentRecomputeIntervalMs }),
 ]
 

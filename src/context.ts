@@ -4,6 +4,7 @@ import type { Bus } from './db/bus.ts'
 import type { ClickHouse } from './db/clickhouse.ts'
 import type { Postgres, Sql } from './db/postgres.ts'
 import type { Redis } from './db/redis.ts'
+import type { IngestEngine } from './events/service.ts'
 import type { Logger } from './lib/log.ts'
 
 /** Everything a feature needs, built once in app.ts and passed explicitly. No module singletons. */
@@ -19,4 +20,6 @@ export interface AppContext {
   auth: AuthService
   /** Injectable time, for expiry and scheduling tests. */
   clock: () => Date
+  /** Set by the ingestion service (src/events/service.ts) while it runs. */
+  ingest?: IngestEngine
 }

@@ -18,6 +18,8 @@ interface BaseRequest<P, Q, B> {
   headers: Record<string, string>
   requestId: string
   log: Logger
+  /** The request body exactly as received (POST/PUT/PATCH). */
+  rawBody?: Buffer
 }
 
 export interface PublicRequest<P = unknown, Q = unknown, B = unknown> extends BaseRequest<P, Q, B> {}
@@ -69,6 +71,11 @@ interface RouteShape<P, Q, B> {
   brandScoped?: boolean
   /** Extra error statuses worth documenting beyond the standard ones (e.g. 429, 503). */
   errors?: number[]
+  /**
+   * false: the router parses the JSON body but leaves checking it to the handler (`body` then only documents
+   * it), for bodies whose alternatives need field-precise errors, like POST /events' single-or-batch body.
+   */
+  validateBody?: boolean
 }
 
 export interface RouteDef extends RouteShape<TSchema | undefined, TSchema | undefined, TSchema | undefined> {

@@ -182,7 +182,7 @@ function invoke(ctx: AppContext, route: CompiledRoute, inc: Incoming, query: Rec
   let body: unknown
   if (route.body) {
     if (!inc.body || inc.body.length === 0) throw badRequest('request body is required')
-    body = validate(route.body, parseJson(inc.body), 'body')
+    body = route.def.validateBody === false ? parseJson(inc.body) : validate(route.body, parseJson(inc.body), 'body')
   }
   let log: Logger | undefined
   const req = {

@@ -3,6 +3,7 @@
 import { adminRoutes } from '../admin/routes.ts'
 import { bonusRoutes } from '../bonuses/routes.ts'
 import { campaignRoutes } from '../campaigns/routes.ts'
+import { eventRoutes } from '../events/routes.ts'
 import { gamificationRoutes } from '../gamification/routes.ts'
 import { notificationRoutes } from '../notifications/routes.ts'
 import { playerRoutes } from '../players/routes.ts'
@@ -14,6 +15,7 @@ import type { RouteDef } from './route.ts'
 
 /** Operator routes (API key). */
 const operatorRoutes: RouteDef[] = [
+  ...eventRoutes,
   ...playerRoutes,
   ...segmentRoutes,
   ...campaignRoutes,

@@ -119,7 +119,7 @@ export async function startHarness(
     return { status: res.status, body: parsed as T, text, headers: res.headers }
   }
 
-  const admin = <T>(method: string, path: string, body?: unknown) =>
+  const admin = <T = any>(method: string, path: string, body?: unknown) =>
     request<T>(method, `/admin${path}`, { key: adminKey, body })
 
   // eslint-disable-next-line @typescript-eslint/no-explicit-any

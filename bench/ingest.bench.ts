@@ -1,0 +1,184 @@
+// `npm run bench -- ingest`: POST /events end to end against the real server (a child process running
+// src/main.ts), on the real PostgreSQL + Redis named by DATABASE_URL / REDIS_URL when both are set, and on
+// the embedded defaults (PGlite, chDB, no Redis). Also measures the ceiling: a bare ClickHouse (chDB)
+// insert of the same rows. Prints a table; bench/RESULTS.md records runs.
+import { spawn, type ChildProcess } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { openClickHouse } from '../src/db/clickhouse.ts'
+import { migrateClickHouse } from '../src/db/migrate.ts'
+import { transformGroup } from '../src/events/transform.ts'
+import { createLogger } from '../src/lib/log.ts'
+import { pct, runLoad, type LoadResult } from './ingest/load.ts'
+import { makeBodies } from './ingest/workload.ts'
+
+const root = fileURLToPath(new URL('../', import.meta.url))
+const TENANTS = Number(process.env.BENCH_TENANTS ?? 4)
+const PLAYERS = Number(process.env.BENCH_PLAYERS ?? 10_000)
+const BATCH_SECONDS = Number(process.env.BENCH_BATCH_SECONDS ?? 12)
+const SINGLE_SECONDS = Number(process.env.BENCH_SINGLE_SECONDS ?? 10)
+const REPEAT_SHARE = 0.05
+
+const out = (s: string) => process.stdout.write(`${s}\n`)
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port
+      s.close(() => resolve(port))
+    })
+  })
+}
+
+async function startServer(env: Record<string, string | undefined>): Promise<{ proc: ChildProcess; port: number; adminKey: string; dir: string }> {
+  const port = await freePort()
+  const dir = mkdtempSync(join(tmpdir(), 'respin-bench-'))
+  const adminKey = `admin-${randomBytes(12).toString('hex')}`
+  const childEnv: Record<string, string | undefined> = { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dir, ADMIN_KEY: adminKey, LOG_LEVEL: 'warn', RATE_LIMIT_INGEST_PER_MIN: '0', ...env }
+  for (const k of Object.keys(childEnv)) if (childEnv[k] === undefined) delete childEnv[k]
+  const proc = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: root, env: childEnv as NodeJS.ProcessEnv, stdio: ['ignore', 'ignore', 'inherit'] })
+  const deadline = Date.now() + 90_000
+  for (;;) {
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}/api/v1/health`)
+      if (res.status === 200) break
+    } catch {}
+    if (Date.now() > deadline || proc.exitCode !== null) throw new Error('server did not start')
+    await new Promise((r) => setTimeout(r, 200))
+  }
+  return { proc, port, adminKey, dir }
+}
+
+async function admin(port: number, adminKey: string, path: string, body: unknown) {
+  const res = await fetch(`http://127.0.0.1:${port}/api/v1/admin${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': adminKey }, body: JSON.stringify(body) })
+  return ((await res.json()) as { data: Record<string, string> }).data
+}
+
+/** CPU seconds (user + system, all threads) a process has used so far: load-independent cost. */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
+  return (Number(fields[11]) + Number(fields[12])) / 100
+}
+
+function line(name: string, r: LoadResult, eventsPerRequest: number, cpu: number) {
+  const evs = (r.requests * eventsPerRequest) / r.seconds
+  const cpuPerEvent = (cpu / Math.max(1, r.requests * eventsPerRequest)) * 1e6
+  return `| ${name} | ${Math.round(evs).toLocaleString('en')} | ${Math.round(r.requests / r.seconds).toLocaleString('en')} | ${pct(r.latenciesMs, 50).toFixed(1)} | ${pct(r.latenciesMs, 95).toFixed(1)} | ${pct(r.latenciesMs, 99).toFixed(1)} | ${r.errors} | ${r.stored.toLocaleString('en')} / ${r.deduped.toLocaleString('en')} | ${Math.round(cpuPerEvent)} |`
+}
+
+async function scenario(mode: 'servers' | 'embedded'): Promise<{ lines: string[]; batchEps: number }> {
+  const env = mode === 'servers' ? {} : { DATABASE_URL: undefined, REDIS_URL: undefined, CLICKHOUSE_URL: undefined }
+  const server = await startServer(env)
+  try {
+    const keys: string[] = []
+    for (let i = 0; i < TENANTS; i++) {
+      const slug = `bench-${randomBytes(4).toString('hex')}`
+      const tenant = await admin(server.port, server.adminKey, '/tenants', { name: slug, slug })
+      await admin(server.port, server.adminKey, `/tenants/${tenant.id}/brands`, { name: 'main', slug: 'main' })
+      keys.push((await admin(server.port, server.adminKey, `/tenants/${tenant.id}/keys`, { name: 'bench', scopes: ['events:write'] })).key as string)
+    }
+    // Warm-up that also registers every player (10k per tenant), so the run updates existing players.
+    const reg = keys.map((_, t) =>
+      Array.from({ length: PLAYERS / 100 }, (_, b) =>
+        JSON.stringify({ events: Array.from({ length: 100 }, (_, i) => ({ player_id: `player-${b * 100 + i}`, event_type: 'registration', event_id: `reg-${t}-${b}-${i}`, payload: { country: 'SE', currency: 'EUR', language: 'en' } })) }),
+      ),
+    )
+    await sendAll(server.port, keys, reg)
+
+    const batchBodies = keys.map(() => makeBodies({ count: 1200, batchSize: 100, players: PLAYERS, repeatShare: REPEAT_SHARE }))
+    const pid = server.proc.pid as number
+    let cpu0 = cpuSeconds(pid)
+    const batches = await runLoad({ port: server.port, keys, bodies: batchBodies, concurrency: 16, durationMs: BATCH_SECONDS * 1000 })
+    const batchCpu = cpuSeconds(pid) - cpu0
+    const singleBodies = keys.map(() => makeBodies({ count: 40_000, batchSize: 1, players: PLAYERS, repeatShare: REPEAT_SHARE }))
+    cpu0 = cpuSeconds(pid)
+    const singles = await runLoad({ port: server.port, keys, bodies: singleBodies, concurrency: 64, durationMs: SINGLE_SECONDS * 1000 })
+    const singleCpu = cpuSeconds(pid) - cpu0
+    const label = mode === 'servers' ? 'PostgreSQL + Redis + chDB' : 'embedded (PGlite + chDB, no Redis)'
+    if (batches.errors || singles.errors) out(`  non-200 answers: batches ${JSON.stringify(batches.statuses)} singles ${JSON.stringify(singles.statuses)}`)
+    return {
+      lines: [line(`${label}, batches of 100 (16 in flight)`, batches, 100, batchCpu), line(`${label}, single events (64 in flight)`, singles, 1, singleCpu)],
+      batchEps: (batches.requests * 100) / batches.seconds,
+    }
+  } finally {
+    server.proc.kill('SIGTERM')
+    await new Promise((r) => server.proc.once('exit', r))
+    rmSync(server.dir, { recursive: true, force: true })
+  }
+}
+
+/** Sends every body once (warm-up), 8 in flight. */
+async function sendAll(port: number, keys: string[], bodies: string[][]) {
+  const jobs = bodies.flatMap((list, t) => list.map((b) => [keys[t] as string, b] as const))
+  let next = 0
+  await Promise.all(
+    Array.from({ length: 8 }, async () => {
+      while (next < jobs.length) {
+        const [key, body] = jobs[next++] as readonly [string, string]
+        await fetch(`http://127.0.0.1:${port}/api/v1/events`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body })
+      }
+    }),
+  )
+}
+
+/** The ceiling: the same rows inserted straight into chDB, 5,000 and 100 rows per insert. */
+async function ceiling(): Promise<{ big: number; small: number }> {
+  const dir = mkdtempSync(join(tmpdir(), 'respin-bench-ch-'))
+  const ch = await openClickHouse({ clickhouseUrl: undefined, dataDir: dir }, createLogger('silent'))
+  try {
+    await migrateClickHouse(ch)
+    const bodies = makeBodies({ count: 1000, batchSize: 100, players: PLAYERS, repeatShare: 0 })
+    const encode = (list: string[]) => {
+      const bufs = list.map((b) => Buffer.from(b))
+      const total = bufs.reduce((a, b) => a + b.length, 0)
+      const all = new Uint8Array(total)
+      const bounds = new Int32Array(bufs.length * 2)
+      let off = 0
+      bufs.forEach((b, i) => {
+        all.set(b, off)
+        bounds[2 * i] = off
+        off += b.length
+        bounds[2 * i + 1] = off
+      })
+      const r = transformGroup({ tenantId: '00000000-0000-4000-8000-000000000001', bodies: all, bounds, brandIds: list.map(() => '00000000-0000-4000-8000-000000000002'), mappingKeys: list.map(() => '0'), receivedAt: list.map(() => Date.now()), keep: new Uint8Array(list.length * 100).fill(1), mappings: { '0': { rules: [] } }, seqBase: 1 })
+      return Buffer.from(r.rows.buffer, r.rows.byteOffset, r.rows.byteLength)
+    }
+    const bigChunks = Array.from({ length: 20 }, (_, i) => encode(bodies.slice(i * 50, i * 50 + 50)))
+    let t0 = performance.now()
+    for (const c of bigChunks) await ch.insertJsonEachRow('events', c)
+    const big = 100_000 / ((performance.now() - t0) / 1000)
+    const smallChunks = Array.from({ length: 300 }, (_, i) => encode(bodies.slice(i, i + 1)))
+    t0 = performance.now()
+    for (const c of smallChunks) await ch.insertJsonEachRow('events', c)
+    const small = 30_000 / ((performance.now() - t0) / 1000)
+    return { big, small }
+  } finally {
+    await ch.close()
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+out(`machine: ${cpus()[0]?.model ?? '?'} x${availableParallelism()}, node ${process.version}; ${TENANTS} tenants x ${PLAYERS} players; ~20% money events, ${REPEAT_SHARE * 100}% re-sent event_ids; rate limit off`)
+const results: string[] = []
+let best = 0
+if (process.env.DATABASE_URL && process.env.REDIS_URL) {
+  const r = await scenario('servers')
+  results.push(...r.lines)
+  best = r.batchEps
+} else out('DATABASE_URL and REDIS_URL not both set: skipping the PostgreSQL + Redis run')
+const emb = await scenario('embedded')
+results.push(...emb.lines)
+best ||= emb.batchEps
+const ceil = await ceiling()
+out('')
+out('| scenario | events/s | requests/s | p50 ms | p95 ms | p99 ms | errors | stored / deduped | server CPU µs/event |')
+out('|---|---|---|---|---|---|---|---|---|')
+for (const l of results) out(l)
+out('')
+out(`ceiling, bare chDB insert of the same rows: ${Math.round(ceil.big).toLocaleString('en')} rows/s at 5,000 rows per insert, ${Math.round(ceil.small).toLocaleString('en')} rows/s at 100 rows per insert`)
+out(`ratio, batched ingestion (durable ack) / bare 5,000-row insert: ${(best / ceil.big).toFixed(2)}`)
+out(`load average during the run: ${loadavg().map((l) => l.toFixed(1)).join(' ')} (on ${availableParallelism()} cores; above ~2 the figures are depressed by other work)`)

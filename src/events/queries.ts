@@ -1,0 +1,145 @@
+// PostgreSQL writes of ingestion: players, their profile aggregates and the outbox, for one group of
+// requests of one tenant. Every statement is set-based over unnest() arrays (one statement per group, not
+// per event) and touches players in (brand_id, external_id) order, so concurrent groups cannot deadlock.
+import type { TransactionSql } from 'postgres'
+import type { Sql } from '../db/postgres.ts'
+import type { PlayerColumns, StatusColumns } from './transform.ts'
+
+type Tx = Sql | TransactionSql
+
+export interface PlayerKeyColumns {
+  brand_id: string[]
+  external_id: string[]
+  email: (string | null)[]
+  phone: (string | null)[]
+}
+
+/**
+ * Upserts these players (email/phone from registration data), creates missing profiles and queues
+ * `player.created` for new players, in (brand_id, external_id) order. Returns every row's id, and locks
+ * the rows until the transaction ends.
+ */
+export async function upsertPlayers(
+  tx: Tx,
+  tenantId: string,
+  p: PlayerKeyColumns,
+): Promise<{ id: string; brand_id: string; external_id: string; created: boolean }[]> {
+  return tx<{ id: string; brand_id: string; external_id: string; created: boolean }[]>`
+    with input as (
+      select * from unnest(${p.brand_id}::uuid[], ${p.external_id}::text[], ${p.email}::text[], ${p.phone}::text[])
+        as t(brand_id, external_id, email, phone)
+    ), up as (
+      insert into players (tenant_id, brand_id, external_id, email, phone)
+      select ${tenantId}::uuid, brand_id, external_id, email, phone from input order by brand_id, external_id
+      on conflict (brand_id, external_id) do update
+        set email = coalesce(excluded.email, players.email),
+            phone = coalesce(excluded.phone, players.phone),
+            updated_at = case when coalesce(excluded.email, players.email) is distinct from players.email
+                                or coalesce(excluded.phone, players.phone) is distinct from players.phone
+                              then now() else players.updated_at end
+      returning id, brand_id, external_id, (xmax = 0) as created
+    ), prof as (
+      insert into player_profiles (player_id, tenant_id, brand_id)
+      select id, ${tenantId}::uuid, brand_id from up where created
+      on conflict (player_id) do nothing
+    ), ob as (
+      insert into outbox (tenant_id, brand_id, event, data)
+      select ${tenantId}::uuid, brand_id, 'player.created', jsonb_build_object('player_id', id, 'external_id', external_id)
+      from up where created
+    )
+    select id, brand_id, external_id, created from up`
+}
+
+/**
+ * Folds the group's deltas into the profiles of these players (`ids`, sorted: rows are locked in that
+ * order first, so concurrent groups cannot deadlock); a first deposit queues `player.converted`.
+ * Returns the ids of the profiles it updated.
+ */
+export async function updateProfiles(tx: Tx, tenantId: string, ids: string[], p: PlayerColumns): Promise<string[]> {
+  const rows = await tx<{ player_id: string }[]>`
+    with dt as (
+      select * from unnest(
+        ${ids}::uuid[], ${p.external_id}::text[], ${p.language}::text[], ${p.currency}::text[],
+        ${p.country}::text[], ${p.name}::text[], ${p.device}::text[], ${p.os}::text[], ${p.browser}::text[],
+        ${p.platform}::text[], ${p.first_seen}::timestamptz[], ${p.last_seen}::timestamptz[],
+        ${p.last_login}::timestamptz[], ${p.event_count}::int[], ${p.money}::text[], ${p.consent}::text[],
+        ${p.first_deposit_at}::timestamptz[], ${p.first_deposit_amount}::numeric[], ${p.first_deposit_currency}::text[],
+        ${p.last_deposit_at}::timestamptz[]
+      ) as t(player_id, external_id, language, currency, country, name, device, os, browser, platform, first_seen,
+             last_seen, last_login, event_count, money_text, consent_text, first_deposit_at, first_deposit_amount,
+             first_deposit_currency, last_deposit_at)
+    ), d as (
+      -- jsonb travels as text: the driver would otherwise encode each element as a JSON string.
+      select dt.*, money_text::jsonb as money, consent_text::jsonb as consent from dt
+    ), locked as materialized (
+      select player_id from player_profiles where player_id = any(${ids}::uuid[]) order by player_id for update
+    ), upd as (
+      update player_profiles p set
+        language = coalesce(d.language, p.language),
+        currency = coalesce(d.currency, p.currency),
+        country = coalesce(d.country, p.country),
+        name = coalesce(d.name, p.name),
+        device = coalesce(d.device, p.device),
+        os = coalesce(d.os, p.os),
+        browser = coalesce(d.browser, p.browser),
+        platform = coalesce(d.platform, p.platform),
+        first_seen_at = least(p.first_seen_at, d.first_seen),
+        last_seen_at = greatest(p.last_seen_at, d.last_seen),
+        last_login_at = greatest(p.last_login_at, d.last_login),
+        event_count = p.event_count + d.event_count,
+        deposit_count = p.deposit_count + respin_money(d.money, coalesce(d.currency, p.currency), 'deposit_count')::int,
+        deposit_total = p.deposit_total + respin_money(d.money, coalesce(d.currency, p.currency), 'deposit_total'),
+        withdrawal_count = p.withdrawal_count + respin_money(d.money, coalesce(d.currency, p.currency), 'withdrawal_count')::int,
+        withdrawal_total = p.withdrawal_total + respin_money(d.money, coalesce(d.currency, p.currency), 'withdrawal_total'),
+        bet_count = p.bet_count + respin_money(d.money, coalesce(d.currency, p.currency), 'bet_count')::int,
+        bet_total = p.bet_total + respin_money(d.money, coalesce(d.currency, p.currency), 'bet_total'),
+        win_count = p.win_count + respin_money(d.money, coalesce(d.currency, p.currency), 'win_count')::int,
+        win_total = p.win_total + respin_money(d.money, coalesce(d.currency, p.currency), 'win_total'),
+        bet_rollback_total = p.bet_rollback_total + respin_money(d.money, coalesce(d.currency, p.currency), 'bet_rollback_total'),
+        win_rollback_total = p.win_rollback_total + respin_money(d.money, coalesce(d.currency, p.currency), 'win_rollback_total'),
+        bonus_cost = p.bonus_cost + respin_money(d.money, coalesce(d.currency, p.currency), 'bonus_cost'),
+        totals_by_currency = case when d.money is null then p.totals_by_currency
+          else respin_merge_totals(p.totals_by_currency, d.money, coalesce(d.currency, p.currency)) end,
+        consent = case when d.consent is null then p.consent else p.consent || d.consent end,
+        first_deposit_at = coalesce(p.first_deposit_at, d.first_deposit_at),
+        first_deposit_amount = case when p.first_deposit_at is null then d.first_deposit_amount else p.first_deposit_amount end,
+        last_deposit_at = greatest(p.last_deposit_at, d.last_deposit_at),
+        updated_at = now()
+      from d
+        join locked l on l.player_id = d.player_id
+        join player_profiles old on old.player_id = d.player_id
+      where p.player_id = d.player_id
+      returning p.player_id, p.brand_id, d.external_id,
+        (old.first_deposit_at is null and d.first_deposit_at is not null) as converted,
+        d.first_deposit_at, d.first_deposit_amount, coalesce(d.first_deposit_currency, p.currency) as first_deposit_currency
+    ), ob as (
+      insert into outbox (tenant_id, brand_id, event, data)
+      select ${tenantId}::uuid, brand_id, 'player.converted', jsonb_build_object(
+        'player_id', player_id, 'external_id', external_id, 'conversion', 'first_deposit',
+        'amount', first_deposit_amount, 'currency', first_deposit_currency, 'at', first_deposit_at)
+      from upd where converted
+    )
+    select player_id from upd`
+  return rows.map((r) => r.player_id)
+}
+
+/** Applies status_change events to players.status; a change queues `player.status_changed`. */
+export async function applyStatuses(tx: Tx, tenantId: string, s: StatusColumns): Promise<number> {
+  const [row] = await tx<{ changed: string }[]>`
+    with d as (
+      select * from unnest(${s.brand_id}::uuid[], ${s.external_id}::text[], ${s.status}::text[], ${s.reason}::text[])
+        as t(brand_id, external_id, status, reason)
+    ), u as (
+      update players p set status = d.status, updated_at = now()
+      from d join players old on old.brand_id = d.brand_id and old.external_id = d.external_id
+      where p.id = old.id and p.status <> d.status
+      returning p.id, p.brand_id, p.external_id, old.status as previous_status, d.status, d.reason
+    ), ob as (
+      insert into outbox (tenant_id, brand_id, event, data)
+      select ${tenantId}::uuid, brand_id, 'player.status_changed', jsonb_build_object(
+        'player_id', id, 'external_id', external_id, 'status', status, 'previous_status', previous_status, 'reason', reason)
+      from u
+    )
+    select count(*) as changed from u`
+  return Number(row?.changed ?? 0)
+}

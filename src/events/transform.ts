@@ -1,0 +1,336 @@
+// The CPU-heavy half of ingestion, run on the Piscina workers: re-parse the raw request bodies, derive the
+// canonical fields, encode ClickHouse rows (JSONEachRow) and fold each player's events into one profile
+// delta. Pure: no I/O, so it is unit-testable and runs the same on any thread.
+import { deriveFields, type MappingConfig, compileMapping, type CompiledMapping } from './mapping.ts'
+
+export interface TransformTask {
+  tenantId: string
+  /** The raw JSON bodies of the group's requests, back to back. */
+  bodies: Uint8Array
+  /** [start, end) of each request's body in `bodies`. */
+  bounds: Int32Array
+  brandIds: string[]
+  /** Per request: its key into `mappings` (the brand's mapping as it was when the request came in). */
+  mappingKeys: string[]
+  /** Receive time of each request, ms since epoch. */
+  receivedAt: number[]
+  /** One flag per event of the group, in order: 1 = store it (not deduped, ignored or rejected). */
+  keep: Uint8Array
+  mappings: Record<string, MappingConfig>
+  /** First export sequence number of the group; rows take seqBase, seqBase + 1, ... */
+  seqBase: number
+}
+
+/** One entry per player touched by the group, as parallel arrays ready for unnest(). */
+export interface PlayerColumns {
+  brand_id: string[]
+  external_id: string[]
+  email: (string | null)[]
+  phone: (string | null)[]
+  language: (string | null)[]
+  currency: (string | null)[]
+  country: (string | null)[]
+  name: (string | null)[]
+  device: (string | null)[]
+  os: (string | null)[]
+  browser: (string | null)[]
+  platform: (string | null)[]
+  first_seen: string[]
+  last_seen: string[]
+  last_login: (string | null)[]
+  event_count: number[]
+  /** { currency: { deposit_count, deposit_total, ... } } as JSON, or null without money events. */
+  money: (string | null)[]
+  consent: (string | null)[]
+  first_deposit_at: (string | null)[]
+  first_deposit_amount: (string | null)[]
+  first_deposit_currency: (string | null)[]
+  last_deposit_at: (string | null)[]
+}
+
+export interface StatusColumns {
+  brand_id: string[]
+  external_id: string[]
+  status: string[]
+  reason: (string | null)[]
+}
+
+export interface TransformResult {
+  rows: Uint8Array
+  rowCount: number
+  players: PlayerColumns
+  statuses: StatusColumns
+}
+
+const CONSENT_CHANNELS = new Set(['email', 'telegram', 'push', 'in_app', 'sms'])
+const STATUSES = new Set(['active', 'suspended', 'self_excluded', 'closed'])
+const LANG_RE = /^[a-z]{2}(-[A-Za-z]{2})?$/
+const CUR_RE = /^[A-Za-z]{3}$/
+
+const MONEY_COLUMN: Record<string, [count: string | null, total: string] | undefined> = {
+  deposit: ['deposit_count', 'deposit_total'],
+  withdrawal: ['withdrawal_count', 'withdrawal_total'],
+  bet: ['bet_count', 'bet_total'],
+  win: ['win_count', 'win_total'],
+  bet_rollback: [null, 'bet_rollback_total'],
+  win_rollback: [null, 'win_rollback_total'],
+  bonus_completed: [null, 'bonus_cost'],
+}
+
+interface PlayerAcc {
+  brandId: string
+  externalId: string
+  email: string | null
+  phone: string | null
+  language: string | null
+  currency: string | null
+  country: string | null
+  name: string | null
+  device: string | null
+  os: string | null
+  browser: string | null
+  platform: string | null
+  firstSeen: number
+  lastSeen: number
+  lastLogin: number | null
+  eventCount: number
+  /** currency → key → micro-units (integers, exact up to ~9e9 major units). */
+  money: Record<string, Record<string, number>> | null
+  consent: Record<string, { granted: boolean; at: string }> | null
+  firstDepositAt: number | null
+  firstDepositAmount: number | null
+  firstDepositCurrency: string | null
+  lastDepositAt: number | null
+}
+
+const str = (v: unknown, max = 256): string | null => {
+  if (v === undefined || v === null) return null
+  const s = typeof v === 'string' ? v : typeof v === 'number' || typeof v === 'boolean' ? String(v) : JSON.stringify(v)
+  return s.length > max ? s.slice(0, max) : s
+}
+
+/** Amounts beyond this (in major units) are not summed or stored in `amount` (the raw event keeps them). */
+export const MAX_AMOUNT = 1e9
+
+/** Amount → micro-units of the major unit (exact integers); NaN for anything not a finite number in range. */
+export function toMicros(v: unknown): number {
+  const n = typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' ? Number(v) : Number.NaN
+  return Number.isFinite(n) && Math.abs(n) <= MAX_AMOUNT ? Math.round(n * 1e6) : Number.NaN
+}
+
+/** Exact decimal string of an integer count of micro-units. */
+export function microsToDecimal(m: number): string {
+  const neg = m < 0
+  const abs = Math.abs(m)
+  const int = Math.floor(abs / 1e6)
+  const frac = abs - int * 1e6
+  const s = frac === 0 ? String(int) : `${int}.${String(frac).padStart(6, '0').replace(/0+$/, '')}`
+  return neg ? `-${s}` : s
+}
+
+/** 'YYYY-MM-DD hh:mm:ss.mmm' (UTC), which every ClickHouse version parses for DateTime64(3). */
+export function chTime(ms: number): string {
+  const iso = new Date(ms).toISOString()
+  return `${iso.slice(0, 10)} ${iso.slice(11, 23)}`
+}
+
+export function transformGroup(task: TransformTask): TransformResult {
+  const decoder = new TextDecoder()
+  const compiled = new Map<string, CompiledMapping>()
+  const mappingOf = (key: string) => {
+    let m = compiled.get(key)
+    if (!m) {
+      m = compileMapping(task.mappings[key] ?? { rules: [] })
+      compiled.set(key, m)
+    }
+    return m
+  }
+  const players = new Map<string, PlayerAcc>()
+  const statuses = new Map<string, { brandId: string; externalId: string; status: string; reason: string | null }>()
+  const lines: string[] = []
+  let seq = task.seqBase
+  let eventIndex = 0
+
+  for (let r = 0; r < task.brandIds.length; r++) {
+    const brandId = task.brandIds[r] as string
+    const receivedAt = task.receivedAt[r] as number
+    const receivedCh = chTime(receivedAt)
+    const text = decoder.decode(task.bodies.subarray(task.bounds[2 * r], task.bounds[2 * r + 1]))
+    const body = JSON.parse(text) as { events?: Record<string, unknown>[] } & Record<string, unknown>
+    const events = Array.isArray(body.events) ? body.events : [body]
+    const mapping = mappingOf(task.mappingKeys[r] as string)
+    for (const event of events) {
+      if (task.keep[eventIndex++] !== 1) continue
+      const sourceType = event.event_type as string
+      const res = mapping.resolve(sourceType)
+      const rule = res.rule >= 0 ? mapping.config.rules[res.rule] : undefined
+      const type = res.type
+      const f = deriveFields(event, type, rule)
+      const externalId = event.player_id as string
+      const at = typeof event.timestamp === 'string' ? Date.parse(event.timestamp) : receivedAt
+      const atMs = Number.isFinite(at) ? at : receivedAt
+      const amountMicros = f.amount === undefined ? Number.NaN : toMicros(f.amount)
+      const currency = typeof f.currency === 'string' && CUR_RE.test(f.currency) ? f.currency.toUpperCase() : ''
+      const granted = f.granted === true || f.granted === 'true' ? 1 : f.granted === false || f.granted === 'false' ? 0 : null
+
+      lines.push(
+        JSON.stringify({
+          tenant_id: task.tenantId,
+          brand_id: brandId,
+          event_id: (event.event_id as string | undefined) ?? '',
+          player_id: externalId,
+          event_type: type,
+          source_type: sourceType,
+          event_time: chTime(atMs),
+          received_at: receivedCh,
+          seq: seq++,
+          session_id: (event.session_id as string | undefined) ?? '',
+          amount: Number.isNaN(amountMicros) ? 0 : amountMicros / 1e6,
+          currency,
+          method: str(f.method) ?? '',
+          game: str(f.game) ?? '',
+          provider: str(f.provider) ?? '',
+          category: str(f.category) ?? '',
+          round_id: str(f.round_id) ?? '',
+          country: str(f.country, 64) ?? '',
+          language: str(f.language, 16) ?? '',
+          device: str(f.device) ?? '',
+          os: str(f.os) ?? '',
+          browser: str(f.browser) ?? '',
+          platform: str(f.platform) ?? '',
+          status: str(f.status, 32) ?? '',
+          bonus_id: str(f.bonus_id) ?? '',
+          channel: str(f.channel, 32) ?? '',
+          granted,
+          fields: JSON.stringify(f),
+          raw: JSON.stringify(event),
+        }),
+      )
+
+      // Fold the event into its player's delta.
+      const key = `${brandId}\u0000${externalId}`
+      let p = players.get(key)
+      if (!p) {
+        p = {
+          brandId, externalId, email: null, phone: null, language: null, currency: null, country: null, name: null,
+          device: null, os: null, browser: null, platform: null, firstSeen: atMs, lastSeen: atMs, lastLogin: null,
+          eventCount: 0, money: null, consent: null, firstDepositAt: null, firstDepositAmount: null,
+          firstDepositCurrency: null, lastDepositAt: null,
+        }
+        players.set(key, p)
+      }
+      p.eventCount++
+      if (atMs < p.firstSeen) p.firstSeen = atMs
+      if (atMs > p.lastSeen) p.lastSeen = atMs
+      switch (type) {
+        case 'registration':
+        case 'profile_update':
+          if (typeof f.email === 'string') p.email = str(f.email)
+          if (f.phone !== undefined) p.phone = str(f.phone, 64)
+          if (f.name !== undefined) p.name = str(f.name)
+          if (typeof f.language === 'string' && LANG_RE.test(f.language)) p.language = f.language
+          if (currency) p.currency = currency
+          if (f.country !== undefined) p.country = str(f.country, 64)
+          if (type === 'registration') setDevice(p, f)
+          break
+        case 'login':
+          if (p.lastLogin === null || atMs > p.lastLogin) p.lastLogin = atMs
+          if (f.country !== undefined) p.country = str(f.country, 64)
+          setDevice(p, f)
+          break
+        case 'logout':
+        case 'game_start':
+          setDevice(p, f)
+          break
+        case 'consent_update': {
+          const channel = typeof f.channel === 'string' ? f.channel : ''
+          if (CONSENT_CHANNELS.has(channel) && granted !== null) {
+            p.consent ??= {}
+            p.consent[channel] = { granted: granted === 1, at: new Date(atMs).toISOString() }
+          }
+          break
+        }
+        case 'status_change': {
+          const status = typeof f.status === 'string' ? f.status : ''
+          if (STATUSES.has(status)) statuses.set(key, { brandId, externalId, status, reason: str(f.reason) })
+          break
+        }
+        default: {
+          const cols = MONEY_COLUMN[type]
+          if (!cols) break
+          const micros = Number.isNaN(amountMicros) ? 0 : amountMicros
+          p.money ??= {}
+          const bucket = (p.money[currency] ??= {})
+          if (cols[0]) bucket[cols[0]] = (bucket[cols[0]] ?? 0) + 1
+          bucket[cols[1]] = (bucket[cols[1]] ?? 0) + micros
+          if (type === 'deposit') {
+            if (p.firstDepositAt === null || atMs < p.firstDepositAt) {
+              p.firstDepositAt = atMs
+              p.firstDepositAmount = micros
+              p.firstDepositCurrency = currency || null
+            }
+            if (p.lastDepositAt === null || atMs > p.lastDepositAt) p.lastDepositAt = atMs
+          }
+        }
+      }
+    }
+  }
+
+  const cols: PlayerColumns = {
+    brand_id: [], external_id: [], email: [], phone: [], language: [], currency: [], country: [], name: [], device: [],
+    os: [], browser: [], platform: [], first_seen: [], last_seen: [], last_login: [], event_count: [], money: [],
+    consent: [], first_deposit_at: [], first_deposit_amount: [], first_deposit_currency: [], last_deposit_at: [],
+  }
+  const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
+  for (const p of players.values()) {
+    cols.brand_id.push(p.brandId)
+    cols.external_id.push(p.externalId)
+    cols.email.push(p.email)
+    cols.phone.push(p.phone)
+    cols.language.push(p.language)
+    cols.currency.push(p.currency)
+    cols.country.push(p.country)
+    cols.name.push(p.name)
+    cols.device.push(p.device)
+    cols.os.push(p.os)
+    cols.browser.push(p.browser)
+    cols.platform.push(p.platform)
+    cols.first_seen.push(iso(p.firstSeen) as string)
+    cols.last_seen.push(iso(p.lastSeen) as string)
+    cols.last_login.push(iso(p.lastLogin))
+    cols.event_count.push(p.eventCount)
+    cols.money.push(p.money ? moneyJson(p.money) : null)
+    cols.consent.push(p.consent ? JSON.stringify(p.consent) : null)
+    cols.first_deposit_at.push(iso(p.firstDepositAt))
+    cols.first_deposit_amount.push(p.firstDepositAmount === null ? null : microsToDecimal(p.firstDepositAmount))
+    cols.first_deposit_currency.push(p.firstDepositCurrency)
+    cols.last_deposit_at.push(iso(p.lastDepositAt))
+  }
+  const st: StatusColumns = { brand_id: [], external_id: [], status: [], reason: [] }
+  for (const s of statuses.values()) {
+    st.brand_id.push(s.brandId)
+    st.external_id.push(s.externalId)
+    st.status.push(s.status)
+    st.reason.push(s.reason)
+  }
+  const rows = lines.length ? Buffer.from(`${lines.join('\n')}\n`) : new Uint8Array(0)
+  return { rows, rowCount: lines.length, players: cols, statuses: st }
+}
+
+function setDevice(p: PlayerAcc, f: Record<string, unknown>): void {
+  if (f.device !== undefined) p.device = str(f.device)
+  if (f.os !== undefined) p.os = str(f.os)
+  if (f.browser !== undefined) p.browser = str(f.browser)
+  if (f.platform !== undefined) p.platform = str(f.platform)
+}
+
+function moneyJson(money: Record<string, Record<string, number>>): string {
+  const out: Record<string, Record<string, number | string>> = {}
+  for (const cur in money) {
+    const src = money[cur] as Record<string, number>
+    const dst: Record<string, number | string> = {}
+    for (const k in src) dst[k] = k.endsWith('_count') ? (src[k] as number) : microsToDecimal(src[k] as number)
+    out[cur] = dst
+  }
+  return JSON.stringify(out)
+}

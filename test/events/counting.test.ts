@@ -1,0 +1,136 @@
+import t from 'tap'
+import { startHarness } from '../helpers/harness.ts'
+import { ev, post, storedCount, uid } from './helpers.ts'
+
+const h = await startHarness(t)
+
+t.test('a single event is stored and counted', async (t) => {
+  const tenant = await h.createTenant()
+  const res = await post(h, tenant.key, ev({ event_type: 'login', payload: { country: 'SE' } }))
+  t.equal(res.status, 200, res.text)
+  t.same(Object.keys(res.body).sort(), ['deduped', 'ignored', 'received', 'rejected', 'rejected_event_types', 'status', 'stored', 'timestamp', 'unknown_event_types'])
+  t.match(res.body, { received: 1, stored: 1, deduped: 0, rejected: 0, ignored: 0, unknown_event_types: [], rejected_event_types: [], status: 'queued' })
+  t.ok(!Number.isNaN(Date.parse(res.body.timestamp)))
+  t.equal(await storedCount(h, tenant.id), 1)
+})
+
+t.test('a batch with duplicates inside it and a re-send is deduped by event_id', async (t) => {
+  const tenant = await h.createTenant()
+  const a = ev({ player_id: 'p1' })
+  const b = ev({ player_id: 'p2', event_type: 'deposit', payload: { amount: 10, currency: 'EUR' } })
+  const first = await post(h, tenant.key, { events: [a, b, { ...a }, ev({ event_id: undefined })] })
+  t.equal(first.status, 200, first.text)
+  t.match(first.body, { received: 4, stored: 3, deduped: 1 })
+  const again = await post(h, tenant.key, { events: [a, b, ev()] })
+  t.match(again.body, { received: 3, stored: 1, deduped: 2 })
+  t.equal(await storedCount(h, tenant.id), 4)
+  t.equal(await storedCount(h, tenant.id, 'AND event_id = {id:String}', { id: a.event_id }), 1)
+})
+
+t.test('dedupe is per brand, events without event_id are never deduped', async (t) => {
+  const tenant = await h.createTenant()
+  const other = await tenant.createBrand('second')
+  const e = ev()
+  t.match((await post(h, tenant.key, e)).body, { stored: 1 })
+  t.match((await post(h, tenant.key, e, { headers: { 'x-brand': other.slug } })).body, { stored: 1, deduped: 0 })
+  t.match((await post(h, tenant.key, e, { query: { brand: other.id } })).body, { stored: 0, deduped: 1 })
+  const noId = { player_id: 'p9', event_type: 'login' }
+  t.match((await post(h, tenant.key, { events: [noId, noId] })).body, { stored: 2, deduped: 0 })
+  t.equal(await storedCount(h, tenant.id), 4)
+})
+
+t.test('the raw event is retained next to canonical columns', async (t) => {
+  const tenant = await h.createTenant()
+  const e = ev({ event_type: 'bet', session_id: 's-1', payload: { amount: '2.50', currency: 'eur', game: 'book', provider: 'acme', extra: { a: 1 } } })
+  await post(h, tenant.key, e)
+  const [row] = await h.app.ctx.ch.query<Record<string, unknown>>(
+    'SELECT event_type, toString(amount) AS amount, currency, game, provider, session_id, raw, player_id FROM events WHERE tenant_id = {t:UUID}',
+    { t: tenant.id },
+  )
+  t.match(row, { event_type: 'bet', amount: '2.5', currency: 'EUR', game: 'book', provider: 'acme', session_id: 's-1', player_id: 'p1' })
+  t.same(JSON.parse(row?.raw as string), e)
+})
+
+t.test('validation: 0 and 101 events, a 129-character event_id, bad timestamp; nothing stored', async (t) => {
+  const tenant = await h.createTenant()
+  const empty = await post(h, tenant.key, { events: [] })
+  t.equal(empty.status, 400)
+  t.equal(empty.body.code, 'BAD_REQUEST')
+  t.equal(empty.body.details.errors[0].field, 'events')
+  const many = await post(h, tenant.key, { events: Array.from({ length: 101 }, () => ev()) })
+  t.equal(many.status, 400)
+  t.equal(many.body.details.errors[0].field, 'events')
+  const ok100 = await post(h, tenant.key, { events: Array.from({ length: 100 }, () => ev()) })
+  t.equal(ok100.status, 200)
+  t.equal(ok100.body.stored, 100)
+  const events = [ev(), ev(), ev(), ev({ event_id: 'x'.repeat(129) })]
+  const long = await post(h, tenant.key, { events })
+  t.equal(long.status, 400)
+  t.same(long.body.details.errors.map((e: { field: string }) => e.field), ['events.3.event_id'])
+  const okLen = await post(h, tenant.key, ev({ event_id: `${uid()}-`.padEnd(128, 'y') }))
+  t.equal(okLen.status, 200)
+  const missing = await post(h, tenant.key, { events: [ev(), { event_type: 'login' }] })
+  t.equal(missing.status, 400)
+  t.same(missing.body.details.errors.map((e: { field: string }) => e.field), ['events.1.player_id'])
+  const badTs = await post(h, tenant.key, ev({ timestamp: 'yesterday' }))
+  t.equal(badTs.status, 400)
+  t.same(badTs.body.details.errors.map((e: { field: string }) => e.field), ['timestamp'])
+  const badPayload = await post(h, tenant.key, ev({ payload: [1] }))
+  t.equal(badPayload.status, 400)
+  const malformed = await h.request('POST', '/events', { key: tenant.key, rawBody: '{"events": [', headers: { 'content-type': 'application/json' } })
+  t.equal(malformed.status, 400)
+  t.equal(await storedCount(h, tenant.id), 101)
+})
+
+t.test('scope: read-only key is 403, ingestion-only key works, api_key query works, no key 401', async (t) => {
+  const tenant = await h.createTenant()
+  const ro = await tenant.createKey({ scopes: ['read'] })
+  const res = await post(h, ro.key, ev())
+  t.equal(res.status, 403)
+  t.equal(res.body.code, 'FORBIDDEN')
+  const wo = await tenant.createKey({ scopes: ['events:write'] })
+  t.equal((await post(h, wo.key, ev())).status, 200)
+  const viaQuery = await h.request('POST', '/events', { body: ev(), query: { api_key: wo.key } })
+  t.equal(viaQuery.status, 200)
+  const bearer = await h.request('POST', '/events', { body: ev(), headers: { authorization: `Bearer ${wo.key}` } })
+  t.equal(bearer.status, 200)
+  t.equal((await h.request('POST', '/events', { body: ev() })).status, 401)
+  t.equal(await storedCount(h, tenant.id), 3)
+})
+
+t.test('tenant isolation: a pinned key ignores the brand hint; another tenant brand hint is refused', async (t) => {
+  const a = await h.createTenant()
+  const b = await h.createTenant()
+  const second = await a.createBrand('second')
+  const pinned = await a.createKey({ brand: second.slug })
+  const e = ev()
+  t.equal((await post(h, pinned.key, e, { headers: { 'x-brand': a.brand.slug } })).status, 200)
+  const rows = await h.app.ctx.ch.query<{ brand_id: string }>('SELECT brand_id FROM events WHERE tenant_id = {t:UUID}', { t: a.id })
+  t.same(rows.map((r) => r.brand_id), [second.id])
+  const foreign = await post(h, a.key, ev(), { headers: { 'x-brand': b.brand.id } })
+  t.equal(foreign.status, 400)
+  // Same event_id in another tenant is not a duplicate.
+  t.match((await post(h, b.key, e)).body, { stored: 1, deduped: 0 })
+  t.equal(await storedCount(h, b.id), 1)
+  t.equal(await storedCount(h, a.id), 1)
+})
+
+t.test('timestamps outside 2000-01-01 .. now + 1 day are refused; absurd amounts are kept raw only', async (t) => {
+  const tenant = await h.createTenant()
+  const old = await post(h, tenant.key, { events: [ev(), ev({ timestamp: '1999-12-31T23:59:59Z' })] })
+  t.equal(old.status, 400)
+  t.same(old.body.details.errors.map((e: { field: string }) => e.field), ['events.1.timestamp'])
+  const future = await post(h, tenant.key, ev({ timestamp: new Date(Date.now() + 3 * 86400_000).toISOString() }))
+  t.equal(future.status, 400)
+  const offset = await post(h, tenant.key, ev({ timestamp: '2026-01-01T10:00:00+02:00' }))
+  t.equal(offset.status, 200)
+  const huge = await post(h, tenant.key, ev({ event_type: 'deposit', payload: { amount: 1e40, currency: 'EUR' } }))
+  t.equal(huge.status, 200, huge.text)
+  const rows = await h.app.ctx.ch.query<{ a: string; raw: string; t: string }>(
+    'SELECT toString(amount) AS a, raw, toString(event_time) AS t FROM events WHERE tenant_id = {t:UUID} ORDER BY seq',
+    { t: tenant.id },
+  )
+  t.equal(rows[0]?.t, '2026-01-01 08:00:00.000', 'stored in UTC')
+  t.equal(rows[1]?.a, '0')
+  t.equal(JSON.parse(rows[1]?.raw as string).payload.amount, 1e40)
+})

@@ -1,0 +1,95 @@
+// Shared helpers of the ingestion tests.
+import type { Harness } from '../helpers/harness.ts'
+
+let counter = 0
+export const uid = (prefix = 'e') => `${prefix}-${process.pid}-${Date.now().toString(36)}-${(counter++).toString(36)}`
+
+export function post(h: Harness, key: string, body: unknown, opts: { query?: Record<string, string>; headers?: Record<string, string> } = {}) {
+  return h.request('POST', '/events', { key, body, ...opts })
+}
+
+/** Rows stored in ClickHouse for a tenant (optionally one event_id). */
+export async function storedCount(h: Harness, tenantId: string, where = '', params: Record<string, unknown> = {}): Promise<number> {
+  const rows = await h.app.ctx.ch.query<{ c: string | number }>(
+    `SELECT count() AS c FROM events WHERE tenant_id = {t:UUID} ${where}`,
+    { t: tenantId, ...params },
+  )
+  return Number(rows[0]?.c ?? 0)
+}
+
+export const ev = (over: Record<string, unknown> = {}) => ({
+  player_id: 'p1',
+  event_type: 'login',
+  event_id: uid(),
+  timestamp: new Date().toISOString(),
+  ...over,
+})
+
+import { type ChildProcess, spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { fileURLToPath } from 'node:url'
+
+const root = fileURLToPath(new URL('../../', import.meta.url))
+
+export interface Child {
+  proc: ChildProcess
+  port: number
+  origin: string
+  adminKey: string
+  exited: Promise<number | null>
+}
+
+/** Runs `node --import tsx src/main.ts` with the given env; resolves once it listens. */
+export function spawnServer(env: Record<string, string | undefined>): Promise<Child> {
+  const adminKey = env.ADMIN_KEY ?? `admin-${randomBytes(12).toString('hex')}`
+  const proc = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    cwd: root,
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env, ADMIN_KEY: adminKey },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)))
+  return new Promise((resolve, reject) => {
+    let buf = ''
+    let errBuf = ''
+    const timer = setTimeout(() => reject(new Error(`server did not start: ${errBuf.slice(-2000)}`)), 60_000)
+    proc.stderr?.on('data', (d: Buffer) => {
+      errBuf += d.toString()
+    })
+    proc.stdout?.on('data', (d: Buffer) => {
+      buf += d.toString()
+      let nl: number
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl)
+        buf = buf.slice(nl + 1)
+        if (line.includes('"respin listening"')) {
+          const port = (JSON.parse(line) as { port: number }).port
+          clearTimeout(timer)
+          resolve({ proc, port, origin: `http://127.0.0.1:${port}`, adminKey, exited })
+        }
+      }
+    })
+    void exited.then((code) => {
+      clearTimeout(timer)
+      reject(new Error(`server exited with ${code}: ${errBuf.slice(-2000)}`))
+    })
+  })
+}
+
+export async function call(origin: string, method: string, path: string, key: string | undefined, body?: unknown) {
+  const res = await fetch(`${origin}/api/v1${path}`, {
+    method,
+    headers: { 'content-type': 'application/json', ...(key ? { 'x-api-key': key } : {}) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  })
+  const text = await res.text()
+  return { status: res.status, body: text ? JSON.parse(text) : undefined, headers: res.headers }
+}
+
+/** A tenant with a default brand and a full-access key, created through the admin API of `origin`. */
+export async function makeTenant(origin: string, adminKey: string): Promise<{ id: string; key: string; brandId: string }> {
+  const n = uid('t').toLowerCase()
+  const tenant = await call(origin, 'POST', '/admin/tenants', adminKey, { name: n, slug: n })
+  const brand = await call(origin, 'POST', `/admin/tenants/${tenant.body.data.id}/brands`, adminKey, { name: 'main', slug: 'main' })
+  const key = await call(origin, 'POST', `/admin/tenants/${tenant.body.data.id}/keys`, adminKey, { name: 'k' })
+  return { id: tenant.body.data.id, key: key.body.data.key, brandId: brand.body.data.id }
+}

@@ -1,0 +1,119 @@
+import t from 'tap'
+import { startHarness } from '../helpers/harness.ts'
+import { post, uid } from './helpers.ts'
+
+const h = await startHarness(t)
+
+const at = (min: number) => new Date(Date.UTC(2026, 0, 1, 12, min)).toISOString()
+const e = (player: string, type: string, min: number, payload: Record<string, unknown> = {}) => ({
+  player_id: player, event_type: type, event_id: uid(), timestamp: at(min), payload,
+})
+
+async function profile(tenantId: string, externalId: string) {
+  const [row] = await h.app.ctx.sql<Record<string, any>[]>`
+    select pl.id, pl.email, pl.phone, pl.status, pp.* from players pl join player_profiles pp on pp.player_id = pl.id
+    where pl.tenant_id = ${tenantId} and pl.external_id = ${externalId}`
+  return row
+}
+const outbox = (tenantId: string) =>
+  h.app.ctx.sql<{ event: string; data: any }[]>`select event, data from outbox where tenant_id = ${tenantId} order by id`
+
+t.test('profile aggregates and FTD from a known event stream', async (t) => {
+  const tenant = await h.createTenant()
+  const stream = [
+    e('alice', 'registration', 0, { country: 'SE', language: 'sv', currency: 'SEK', device: 'mobile', os: 'ios', browser: 'safari', platform: 'app', name: 'Alice', email: 'a@example.com', phone: '+46700000000' }),
+    e('alice', 'deposit_failed', 1, { amount: 500, currency: 'SEK' }),
+    e('alice', 'login', 2, { country: 'NO', device: 'desktop' }),
+    e('alice', 'deposit', 3, { amount: 100, currency: 'SEK', method: 'card' }),
+    e('alice', 'bet', 4, { amount: 10.1, currency: 'SEK', game: 'g' }),
+    e('alice', 'bet', 5, { amount: '5.2', currency: 'SEK' }),
+    e('alice', 'win', 6, { amount: 7, currency: 'SEK' }),
+    e('alice', 'bet_rollback', 7, { amount: 5.2, currency: 'SEK' }),
+  ]
+  const r1 = await post(h, tenant.key, { events: stream })
+  t.equal(r1.status, 200, r1.text)
+  const r2 = await post(h, tenant.key, {
+    events: [
+      e('alice', 'deposit', 10, { amount: '50.25', currency: 'SEK' }),
+      e('alice', 'deposit', 11, { amount: 20, currency: 'EUR' }),
+      e('alice', 'withdrawal', 12, { amount: 30, currency: 'SEK' }),
+      e('alice', 'win_rollback', 13, { amount: 1, currency: 'SEK' }),
+      e('alice', 'bonus_completed', 14, { amount: 3.5, currency: 'SEK', bonus_id: 'b1' }),
+      e('alice', 'consent_update', 15, { channel: 'email', granted: false }),
+      e('alice', 'consent_update', 16, { channel: 'sms', granted: true }),
+      e('alice', 'status_change', 17, { status: 'suspended', reason: 'kyc' }),
+      e('bob', 'deposit_failed', 1, { amount: 10, currency: 'EUR' }),
+      e('bob', 'bet_rollback', 2, { amount: 10, currency: 'EUR' }),
+    ],
+  })
+  t.equal(r2.status, 200, r2.text)
+  // Re-sending the same events changes nothing (deduped).
+  const r3 = await post(h, tenant.key, { events: stream })
+  t.match(r3.body, { stored: 0, deduped: stream.length })
+
+  const a = await profile(tenant.id, 'alice')
+  t.match(a, {
+    email: 'a@example.com', phone: '+46700000000', status: 'suspended', country: 'NO', language: 'sv', currency: 'SEK',
+    device: 'desktop', os: 'ios', browser: 'safari', platform: 'app', name: 'Alice',
+    deposit_count: 2, withdrawal_count: 1, bet_count: 2, win_count: 1,
+  })
+  t.equal(Number(a?.deposit_total), 150.25)
+  t.equal(Number(a?.withdrawal_total), 30)
+  t.equal(Number(a?.bet_total), 15.3)
+  t.equal(Number(a?.win_total), 7)
+  t.equal(Number(a?.bet_rollback_total), 5.2)
+  t.equal(Number(a?.win_rollback_total), 1)
+  t.equal(Number(a?.event_count), 16)
+  t.equal(Number(a?.ggr).toFixed(6), '4.100000', 'GGR = (bets - bet rollbacks) - (wins - win rollbacks)')
+  t.equal(Number(a?.bonus_cost), 3.5)
+  t.equal(Number(a?.first_deposit_amount), 100)
+  t.equal(new Date(a?.first_deposit_at).toISOString(), at(3))
+  t.equal(new Date(a?.last_deposit_at).toISOString(), at(11))
+  t.equal(new Date(a?.first_seen_at).toISOString(), at(0))
+  t.equal(new Date(a?.last_seen_at).toISOString(), at(17))
+  t.equal(new Date(a?.last_login_at).toISOString(), at(2))
+  t.equal(Number(a?.totals_by_currency.EUR.deposit_total), 20)
+  t.equal(Number(a?.totals_by_currency.EUR.deposit_count), 1)
+  t.equal(a?.consent.email.granted, false)
+  t.equal(a?.consent.sms.granted, true)
+
+  const b = await profile(tenant.id, 'bob')
+  t.match(b, { deposit_count: 0, first_deposit_at: null, status: 'active' })
+  t.equal(Number(b?.deposit_total), 0)
+
+  const events = await outbox(tenant.id)
+  t.same(events.filter((x) => x.event === 'player.created').map((x) => x.data.external_id).sort(), ['alice', 'bob'])
+  const converted = events.filter((x) => x.event === 'player.converted')
+  t.equal(converted.length, 1, 'one FTD, none for failed deposits or rollbacks')
+  t.match(converted[0]?.data, { player_id: a?.id, external_id: 'alice', amount: 100, currency: 'SEK' })
+  const changed = events.filter((x) => x.event === 'player.status_changed')
+  t.equal(changed.length, 1)
+  t.match(changed[0]?.data, { player_id: a?.id, status: 'suspended', previous_status: 'active', reason: 'kyc' })
+
+  // A later deposit is not another conversion; the same status again is not a change.
+  await post(h, tenant.key, { events: [e('alice', 'deposit', 30, { amount: 1, currency: 'SEK' }), e('alice', 'status_change', 31, { status: 'suspended' })] })
+  const after = await outbox(tenant.id)
+  t.equal(after.filter((x) => x.event === 'player.converted').length, 1)
+  t.equal(after.filter((x) => x.event === 'player.status_changed').length, 1)
+})
+
+t.test('players are upserted by (brand, external id), many at once', async (t) => {
+  const tenant = await h.createTenant()
+  const events = Array.from({ length: 100 }, (_, i) => e(`p${i % 37}`, 'login', i % 50))
+  await Promise.all([post(h, tenant.key, { events }), post(h, tenant.key, { events: events.map((x) => ({ ...x, event_id: uid() })) })])
+  const [row] = await h.app.ctx.sql<{ n: string; ev: string }[]>`
+    select count(*) as n, sum(pp.event_count) as ev from players pl join player_profiles pp on pp.player_id = pl.id where pl.tenant_id = ${tenant.id}`
+  t.equal(Number(row?.n), 37)
+  t.equal(Number(row?.ev), 200)
+  t.equal((await outbox(tenant.id)).filter((x) => x.event === 'player.created').length, 37)
+})
+
+t.test('a player deleted behind the cache is re-created on its next event', async (t) => {
+  const tenant = await h.createTenant()
+  t.equal((await post(h, tenant.key, e('carol', 'login', 1))).status, 200)
+  await h.app.ctx.sql`delete from players where tenant_id = ${tenant.id} and external_id = 'carol'`
+  const res = await post(h, tenant.key, e('carol', 'login', 2))
+  t.equal(res.status, 200, res.text)
+  const c = await profile(tenant.id, 'carol')
+  t.equal(Number(c?.event_count), 1)
+})
