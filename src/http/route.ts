@@ -14,7 +14,7 @@ interface BaseRequest<P, Q, B> {
   params: In<P>
   query: In<Q>
   body: In<B>
-  /** Lower-case header names. */
+  /** Lower-case header names; only those the router reads (READ_HEADERS in router.ts). */
   headers: Record<string, string>
   requestId: string
   log: Logger

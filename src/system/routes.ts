@@ -60,9 +60,17 @@ function freshChecks(ctx: AppContext): Checks | undefined {
   return entry && Date.now() - entry.at < HEALTH_CACHE_MS ? entry.value : undefined
 }
 
-function healthReply(ctx: AppContext, { healthy, checks }: Checks) {
-  const body = { status: healthy ? 'ok' : 'degraded', version: ctx.config.version, timestamp: new Date().toISOString(), service: 'respin', checks }
-  return reply(healthy ? 200 : 503, body)
+/** Serialised once per check run, not per request: `timestamp` is when the checks ran. */
+const replies = new WeakMap<Checks, ReturnType<typeof reply>>()
+function healthReply(ctx: AppContext, checked: Checks) {
+  let cachedReply = replies.get(checked)
+  if (!cachedReply) {
+    const { healthy, checks } = checked
+    const body = { status: healthy ? 'ok' : 'degraded', version: ctx.config.version, timestamp: new Date().toISOString(), service: 'respin', checks }
+    cachedReply = reply(healthy ? 200 : 503, JSON.stringify(body))
+    replies.set(checked, cachedReply)
+  }
+  return cachedReply
 }
 
 export const healthRoute = definePublicRoute({
@@ -71,7 +79,7 @@ export const healthRoute = definePublicRoute({
   operationId: 'getHealth',
   tags: ['system'],
   summary: 'Service health and dependency checks',
-  description: `Public. 503 with status "degraded" when PostgreSQL, or a configured ClickHouse or Redis, does not answer within ${CHECK_TIMEOUT_MS} ms. Results are reused for up to ${HEALTH_CACHE_MS} ms.`,
+  description: `Public. 503 with status "degraded" when PostgreSQL, or a configured ClickHouse or Redis, does not answer within ${CHECK_TIMEOUT_MS} ms. Results (and their timestamp) are reused for up to ${HEALTH_CACHE_MS} ms.`,
   responses: { 200: Health, 503: Health },
   handler(ctx) {
     const fresh = freshChecks(ctx)
