@@ -40,7 +40,7 @@ async function startServer(env: Record<string, string | undefined>): Promise<{ p
   const adminKey = `admin-${randomBytes(12).toString('hex')}`
   const childEnv: Record<string, string | undefined> = { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dir, ADMIN_KEY: adminKey, LOG_LEVEL: 'warn', RATE_LIMIT_INGEST_PER_MIN: '0', ...env }
   for (const k of Object.keys(childEnv)) if (childEnv[k] === undefined) delete childEnv[k]
-  const proc = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: root, env: childEnv as NodeJS.ProcessEnv, stdio: ['ignore', 'ignore', 'inherit'] })
+  const proc = spawn(process.execPath, ['--import', './src/ts-loader.mjs', 'src/main.ts'], { cwd: root, env: childEnv as NodeJS.ProcessEnv, stdio: ['ignore', 'ignore', 'inherit'] })
   const deadline = Date.now() + 90_000
   for (;;) {
     try {

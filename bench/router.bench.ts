@@ -6,7 +6,7 @@ import autocannon from 'autocannon'
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 5)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 
-const server = spawn(process.execPath, ['--import', 'tsx', new URL('./router/server.ts', import.meta.url).pathname], {
+const server = spawn(process.execPath, ['--import', './src/ts-loader.mjs', new URL('./router/server.ts', import.meta.url).pathname], {
   stdio: ['ignore', 'pipe', 'inherit'],
   env: process.env,
 })

@@ -14,7 +14,7 @@ const files = readdirSync(dir)
 let failed = 0
 for (const file of files) {
   process.stdout.write(`\n=== ${file}\n`)
-  const result = spawnSync(process.execPath, ['--import', 'tsx', dir + file], { stdio: 'inherit', env: process.env })
+  const result = spawnSync(process.execPath, ['--import', './src/ts-loader.mjs', dir + file], { stdio: 'inherit', env: process.env })
   if (result.status !== 0) failed++
 }
 process.exit(failed ? 1 : 0)

@@ -95,6 +95,7 @@ const nextRequestId = () => `${REQUEST_ID_PREFIX}-${(++requestCounter).toString(
  * The headers copied for handlers (uWS's request is gone once the handler returns, and copying every
  * header costs more than a cheap route). Add a name here to make another header visible in `req.headers`.
  */
+const NO_PARAMS: string[] = []
 const READ_HEADERS = ['x-api-key', 'authorization', 'x-brand', 'x-request-id', 'content-length', 'content-type'] as const
 
 function handle(ctx: AppContext, route: CompiledRoute, res: HttpResponse, req: HttpRequest, traffic: Traffic): void {
@@ -109,7 +110,7 @@ function handle(ctx: AppContext, route: CompiledRoute, res: HttpResponse, req: H
   const given = headers['x-request-id']
   const requestId = given && REQUEST_ID_RE.test(given) ? given : nextRequestId()
   const rawQuery = req.getQuery() ?? ''
-  const rawParams = route.paramNames.map((_, i) => req.getParameter(i) ?? '')
+  const rawParams = route.paramNames.length === 0 ? NO_PARAMS : route.paramNames.map((_, i) => req.getParameter(i) ?? '')
   const meta = { requestId, started, method: route.def.method, path: req.getUrl(), tenantId: undefined as string | undefined }
 
   const respond = (result: unknown) => {
@@ -192,39 +193,58 @@ function checkScope(principal: Principal | null, scope: RouteDef['scope'], inc: 
 
 /** Validates params, query and body, then calls the handler. Returns its result, a value or a promise. */
 function invoke(ctx: AppContext, route: CompiledRoute, inc: Incoming, query: Record<string, unknown>, principal: Principal | undefined): unknown {
-  const rawParams = Object.fromEntries(route.paramNames.map((n, i) => [n, safeDecode(inc.rawParams[i] ?? '')]))
-  const params = route.params ? validate(route.params, coerce(rawParams, route.paramTypes), 'path') : undefined
+  let params: unknown
+  if (route.params) {
+    const raw: Record<string, unknown> = {}
+    route.paramNames.forEach((name, i) => (raw[name] = safeDecode(inc.rawParams[i] ?? '')))
+    params = validate(route.params, coerce(raw, route.paramTypes), 'path')
+  }
   const validQuery = route.query ? validate(route.query, coerce(query, route.queryTypes), 'query') : undefined
   let body: unknown
   if (route.body) {
     if (!inc.body || inc.body.length === 0) throw badRequest('request body is required')
     body = route.def.validateBody === false ? parseJson(inc.body) : validate(route.body, parseJson(inc.body), 'body')
   }
-  let log: Logger | undefined
-  const req = {
-    params,
-    query: validQuery,
-    body,
-    headers: inc.headers,
-    requestId: inc.meta.requestId,
-    // A child logger costs more than a cheap route's whole handler: made on first use only.
-    get log() {
-      log ??= ctx.log.child({ reqId: inc.meta.requestId, tenantId: inc.meta.tenantId })
-      return log
-    },
-    principal,
-    rawBody: inc.body,
-    resolveBrand: () => {
-      // A repeated `brand` parameter names no one brand: refused rather than read as "no hint".
-      if (Array.isArray(query.brand) && !(principal as Principal).brandId) {
-        return Promise.reject(badRequest('the brand query parameter is given more than once', { errors: [{ in: 'query', field: 'brand', message: 'must be given once' }] }))
-      }
-      const bodyHint = typeof body === 'object' && body !== null ? (body as { brand?: unknown }).brand : undefined
-      const hint = inc.headers['x-brand'] ?? (typeof query.brand === 'string' ? query.brand : undefined) ?? (typeof bodyHint === 'string' ? bodyHint : undefined)
-      return ctx.auth.resolveBrand(principal as Principal, hint)
-    },
-  }
+  const req = new RouteRequest(ctx, inc, query, principal, params, validQuery, body)
   return (route.def.handler as (c: AppContext, r: unknown) => unknown)(ctx, req)
+}
+
+/** What a handler receives. A class, so the per-request object carries no closures of its own. */
+class RouteRequest {
+  readonly headers: Record<string, string>
+  readonly requestId: string
+  readonly rawBody: Buffer | undefined
+  #log: Logger | undefined
+  constructor(
+    private readonly ctx: AppContext,
+    private readonly inc: Incoming,
+    private readonly rawQuery: Record<string, unknown>,
+    readonly principal: Principal | undefined,
+    readonly params: unknown,
+    readonly query: unknown,
+    readonly body: unknown,
+  ) {
+    this.headers = inc.headers
+    this.requestId = inc.meta.requestId
+    this.rawBody = inc.body
+  }
+
+  /** A child logger costs more than a cheap route's whole handler: made on first use only. */
+  get log(): Logger {
+    this.#log ??= this.ctx.log.child({ reqId: this.inc.meta.requestId, tenantId: this.inc.meta.tenantId })
+    return this.#log
+  }
+
+  resolveBrand() {
+    const { principal, rawQuery: query, body } = this
+    // A repeated `brand` parameter names no one brand: refused rather than read as "no hint".
+    if (Array.isArray(query.brand) && !(principal as Principal).brandId) {
+      return Promise.reject(badRequest('the brand query parameter is given more than once', { errors: [{ in: 'query', field: 'brand', message: 'must be given once' }] }))
+    }
+    const bodyHint = typeof body === 'object' && body !== null ? (body as { brand?: unknown }).brand : undefined
+    const hint = this.headers['x-brand'] ?? (typeof query.brand === 'string' ? query.brand : undefined) ?? (typeof bodyHint === 'string' ? bodyHint : undefined)
+    return this.ctx.auth.resolveBrand(principal as Principal, hint)
+  }
 }
 
 /** Key sources in the spec's order: x-api-key, Authorization: Bearer, api_key query parameter. */

@@ -11,7 +11,7 @@ const dataDir = mkdtempSync(join(tmpdir(), 'respin-cli-'))
 t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
 const cli = (...args: string[]) =>
   JSON.parse(
-    execFileSync(process.execPath, ['--import', 'tsx', 'src/admin/cli.ts', ...args], {
+    execFileSync(process.execPath, ['--import', './src/ts-loader.mjs', 'src/admin/cli.ts', ...args], {
       env: { ...process.env, DATA_DIR: dataDir, CLICKHOUSE_URL: '', REDIS_URL: '', LOG_LEVEL: 'silent' },
       encoding: 'utf8',
     }),
@@ -41,5 +41,5 @@ t.test('bootstrap creates a tenant, its default brand and a working full-access 
 })
 
 t.test('a usage error exits non-zero with the usage text', async (t) => {
-  t.throws(() => execFileSync(process.execPath, ['--import', 'tsx', 'src/admin/cli.ts', 'key:create'], { encoding: 'utf8', stdio: 'pipe' }))
+  t.throws(() => execFileSync(process.execPath, ['--import', './src/ts-loader.mjs', 'src/admin/cli.ts', 'key:create'], { encoding: 'utf8', stdio: 'pipe' }))
 })

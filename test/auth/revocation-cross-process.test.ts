@@ -12,7 +12,7 @@ if (!process.env.DATABASE_URL) {
 } else {
   const h = await startHarness(t)
   const dataDir = mkdtempSync(join(tmpdir(), 'respin-second-'))
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  const child = spawn(process.execPath, ['--import', './src/ts-loader.mjs', 'src/main.ts'], {
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DATA_DIR: dataDir, ADMIN_KEY: h.adminKey },
     stdio: ['ignore', 'pipe', 'inherit'],
   })

@@ -39,10 +39,10 @@ export interface Child {
   exited: Promise<number | null>
 }
 
-/** Runs `node --import tsx src/main.ts` with the given env; resolves once it listens. */
+/** Runs `node --import ./src/ts-loader.mjs src/main.ts` (what `npm start` runs) with the given env; resolves once it listens. */
 export function spawnServer(env: Record<string, string | undefined>): Promise<Child> {
   const adminKey = env.ADMIN_KEY ?? `admin-${randomBytes(12).toString('hex')}`
-  const proc = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  const proc = spawn(process.execPath, ['--import', './src/ts-loader.mjs', 'src/main.ts'], {
     cwd: root,
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env, ADMIN_KEY: adminKey },
     stdio: ['ignore', 'pipe', 'pipe'],
