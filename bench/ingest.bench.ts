@@ -94,14 +94,19 @@ async function scenario(mode: 'servers' | 'embedded'): Promise<{ lines: string[]
     let cpu0 = cpuSeconds(pid)
     const batches = await runLoad({ port: server.port, keys, bodies: batchBodies, concurrency: 16, durationMs: BATCH_SECONDS * 1000 })
     const batchCpu = cpuSeconds(pid) - cpu0
-    const singleBodies = keys.map(() => makeBodies({ count: 40_000, batchSize: 1, players: PLAYERS, repeatShare: REPEAT_SHARE }))
-    cpu0 = cpuSeconds(pid)
-    const singles = await runLoad({ port: server.port, keys, bodies: singleBodies, concurrency: 64, durationMs: SINGLE_SECONDS * 1000 })
-    const singleCpu = cpuSeconds(pid) - cpu0
     const label = mode === 'servers' ? 'PostgreSQL + Redis + chDB' : 'embedded (PGlite + chDB, no Redis)'
-    if (batches.errors || singles.errors) out(`  non-200 answers: batches ${JSON.stringify(batches.statuses)} singles ${JSON.stringify(singles.statuses)}`)
+    const lines = [line(`${label}, batches of 100 (16 in flight)`, batches, 100, batchCpu)]
+    if (batches.errors) out(`  non-200 answers: batches ${JSON.stringify(batches.statuses)}`)
+    if (SINGLE_SECONDS > 0) {
+      const singleBodies = keys.map(() => makeBodies({ count: 40_000, batchSize: 1, players: PLAYERS, repeatShare: REPEAT_SHARE }))
+      cpu0 = cpuSeconds(pid)
+      const singles = await runLoad({ port: server.port, keys, bodies: singleBodies, concurrency: 64, durationMs: SINGLE_SECONDS * 1000 })
+      const singleCpu = cpuSeconds(pid) - cpu0
+      if (singles.errors) out(`  non-200 answers: singles ${JSON.stringify(singles.statuses)}`)
+      lines.push(line(`${label}, single events (64 in flight)`, singles, 1, singleCpu))
+    }
     return {
-      lines: [line(`${label}, batches of 100 (16 in flight)`, batches, 100, batchCpu), line(`${label}, single events (64 in flight)`, singles, 1, singleCpu)],
+      lines,
       batchEps: (batches.requests * 100) / batches.seconds,
     }
   } finally {
@@ -170,15 +175,20 @@ if (process.env.DATABASE_URL && process.env.REDIS_URL) {
   results.push(...r.lines)
   best = r.batchEps
 } else out('DATABASE_URL and REDIS_URL not both set: skipping the PostgreSQL + Redis run')
-const emb = await scenario('embedded')
-results.push(...emb.lines)
-best ||= emb.batchEps
-const ceil = await ceiling()
+// BENCH_EMBEDDED=0 / BENCH_CEILING=0 / BENCH_SINGLE_SECONDS=0 skip those parts (handy while iterating).
+if (process.env.BENCH_EMBEDDED !== '0') {
+  const emb = await scenario('embedded')
+  results.push(...emb.lines)
+  best ||= emb.batchEps
+}
+const ceil = process.env.BENCH_CEILING === '0' ? undefined : await ceiling()
 out('')
 out('| scenario | events/s | requests/s | p50 ms | p95 ms | p99 ms | errors | stored / deduped | server CPU µs/event |')
 out('|---|---|---|---|---|---|---|---|---|')
 for (const l of results) out(l)
 out('')
-out(`ceiling, bare chDB insert of the same rows: ${Math.round(ceil.big).toLocaleString('en')} rows/s at 5,000 rows per insert, ${Math.round(ceil.small).toLocaleString('en')} rows/s at 100 rows per insert`)
-out(`ratio, batched ingestion (durable ack) / bare 5,000-row insert: ${(best / ceil.big).toFixed(2)}`)
+if (ceil) {
+  out(`ceiling, bare chDB insert of the same rows: ${Math.round(ceil.big).toLocaleString('en')} rows/s at 5,000 rows per insert, ${Math.round(ceil.small).toLocaleString('en')} rows/s at 100 rows per insert`)
+  out(`ratio, batched ingestion (durable ack) / bare 5,000-row insert: ${(best / ceil.big).toFixed(2)}`)
+}
 out(`load average during the run: ${loadavg().map((l) => l.toFixed(1)).join(' ')} (on ${availableParallelism()} cores; above ~2 the figures are depressed by other work)`)
