@@ -4,7 +4,7 @@
 // insert of the same rows. Prints a table; bench/RESULTS.md records runs.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -40,7 +40,7 @@ async function startServer(env: Record<string, string | undefined>): Promise<{ p
   const adminKey = `admin-${randomBytes(12).toString('hex')}`
   const childEnv: Record<string, string | undefined> = { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dir, ADMIN_KEY: adminKey, LOG_LEVEL: 'warn', RATE_LIMIT_INGEST_PER_MIN: '0', ...env }
   for (const k of Object.keys(childEnv)) if (childEnv[k] === undefined) delete childEnv[k]
-  const proc = spawn(process.execPath, ['--import', './src/ts-loader.mjs', 'src/main.ts'], { cwd: root, env: childEnv as NodeJS.ProcessEnv, stdio: ['ignore', 'ignore', 'inherit'] })
+  const proc = spawn(process.execPath, [...(process.env.BENCH_SERVER_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_SERVER_PROF}`] : []), '--import', './src/ts-loader.mjs', 'src/main.ts'], { cwd: root, env: childEnv as NodeJS.ProcessEnv, stdio: ['ignore', 'ignore', 'inherit'] })
   const deadline = Date.now() + 90_000
   for (;;) {
     try {
@@ -62,6 +62,26 @@ async function admin(port: number, adminKey: string, path: string, body: unknown
 function cpuSeconds(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
   return (Number(fields[11]) + Number(fields[12])) / 100
+}
+
+/** CPU seconds per thread group (main thread apart, other threads by name), for BENCH_THREADS=1. */
+function threadCpu(pid: number): Map<string, number> {
+  const m = new Map<string, number>()
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const st = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8')
+      const name = tid === String(pid) ? 'main' : st.slice(st.indexOf('(') + 1, st.lastIndexOf(')')).replace(/[0-9]+$/, '')
+      const f = st.slice(st.lastIndexOf(')') + 2).split(' ')
+      m.set(name, (m.get(name) ?? 0) + (Number(f[11]) + Number(f[12])) / 100)
+    } catch {}
+  }
+  return m
+}
+
+function threadLine(before: Map<string, number>, after: Map<string, number>, events: number): string {
+  const parts: [string, number][] = []
+  for (const [k, v] of after) parts.push([k, ((v - (before.get(k) ?? 0)) / Math.max(1, events)) * 1e6])
+  return parts.filter(([, us]) => us >= 0.5).sort((a, b) => b[1] - a[1]).map(([k, us]) => `${k} ${us.toFixed(1)}`).join(', ')
 }
 
 function line(name: string, r: LoadResult, eventsPerRequest: number, cpu: number) {
@@ -92,16 +112,23 @@ async function scenario(mode: 'servers' | 'embedded'): Promise<{ lines: string[]
     const batchBodies = keys.map(() => makeBodies({ count: 1200, batchSize: 100, players: PLAYERS, repeatShare: REPEAT_SHARE }))
     const pid = server.proc.pid as number
     let cpu0 = cpuSeconds(pid)
+    const threads0 = process.env.BENCH_THREADS === '1' ? threadCpu(pid) : undefined
     const batches = await runLoad({ port: server.port, keys, bodies: batchBodies, concurrency: 16, durationMs: BATCH_SECONDS * 1000 })
     const batchCpu = cpuSeconds(pid) - cpu0
-    const singleBodies = keys.map(() => makeBodies({ count: 40_000, batchSize: 1, players: PLAYERS, repeatShare: REPEAT_SHARE }))
-    cpu0 = cpuSeconds(pid)
-    const singles = await runLoad({ port: server.port, keys, bodies: singleBodies, concurrency: 64, durationMs: SINGLE_SECONDS * 1000 })
-    const singleCpu = cpuSeconds(pid) - cpu0
+    if (threads0) out(`  ${mode}, batches: server CPU µs/event by thread: ${threadLine(threads0, threadCpu(pid), batches.requests * 100)}`)
     const label = mode === 'servers' ? 'PostgreSQL + Redis + chDB' : 'embedded (PGlite + chDB, no Redis)'
-    if (batches.errors || singles.errors) out(`  non-200 answers: batches ${JSON.stringify(batches.statuses)} singles ${JSON.stringify(singles.statuses)}`)
+    const lines = [line(`${label}, batches of 100 (16 in flight)`, batches, 100, batchCpu)]
+    if (batches.errors) out(`  non-200 answers: batches ${JSON.stringify(batches.statuses)}`)
+    if (SINGLE_SECONDS > 0) {
+      const singleBodies = keys.map(() => makeBodies({ count: 40_000, batchSize: 1, players: PLAYERS, repeatShare: REPEAT_SHARE }))
+      cpu0 = cpuSeconds(pid)
+      const singles = await runLoad({ port: server.port, keys, bodies: singleBodies, concurrency: 64, durationMs: SINGLE_SECONDS * 1000 })
+      const singleCpu = cpuSeconds(pid) - cpu0
+      if (singles.errors) out(`  non-200 answers: singles ${JSON.stringify(singles.statuses)}`)
+      lines.push(line(`${label}, single events (64 in flight)`, singles, 1, singleCpu))
+    }
     return {
-      lines: [line(`${label}, batches of 100 (16 in flight)`, batches, 100, batchCpu), line(`${label}, single events (64 in flight)`, singles, 1, singleCpu)],
+      lines,
       batchEps: (batches.requests * 100) / batches.seconds,
     }
   } finally {
@@ -170,15 +197,20 @@ if (process.env.DATABASE_URL && process.env.REDIS_URL) {
   results.push(...r.lines)
   best = r.batchEps
 } else out('DATABASE_URL and REDIS_URL not both set: skipping the PostgreSQL + Redis run')
-const emb = await scenario('embedded')
-results.push(...emb.lines)
-best ||= emb.batchEps
-const ceil = await ceiling()
+// BENCH_EMBEDDED=0 / BENCH_CEILING=0 / BENCH_SINGLE_SECONDS=0 skip those parts (handy while iterating).
+if (process.env.BENCH_EMBEDDED !== '0') {
+  const emb = await scenario('embedded')
+  results.push(...emb.lines)
+  best ||= emb.batchEps
+}
+const ceil = process.env.BENCH_CEILING === '0' ? undefined : await ceiling()
 out('')
 out('| scenario | events/s | requests/s | p50 ms | p95 ms | p99 ms | errors | stored / deduped | server CPU µs/event |')
 out('|---|---|---|---|---|---|---|---|---|')
 for (const l of results) out(l)
 out('')
-out(`ceiling, bare chDB insert of the same rows: ${Math.round(ceil.big).toLocaleString('en')} rows/s at 5,000 rows per insert, ${Math.round(ceil.small).toLocaleString('en')} rows/s at 100 rows per insert`)
-out(`ratio, batched ingestion (durable ack) / bare 5,000-row insert: ${(best / ceil.big).toFixed(2)}`)
+if (ceil) {
+  out(`ceiling, bare chDB insert of the same rows: ${Math.round(ceil.big).toLocaleString('en')} rows/s at 5,000 rows per insert, ${Math.round(ceil.small).toLocaleString('en')} rows/s at 100 rows per insert`)
+  out(`ratio, batched ingestion (durable ack) / bare 5,000-row insert: ${(best / ceil.big).toFixed(2)}`)
+}
 out(`load average during the run: ${loadavg().map((l) => l.toFixed(1)).join(' ')} (on ${availableParallelism()} cores; above ~2 the figures are depressed by other work)`)

@@ -1,4 +1,5 @@
--- Ingested player events: one row per stored event, canonical columns next to the raw event.
+-- Ingested player events: one row per stored event, canonical columns next to the raw event. Derived
+-- fields without a column (email, phone, name, reason) are in `raw` (and in PostgreSQL): no JSON copy.
 -- Analytics read by (tenant, brand, time, type); exports page by `seq` (insertion order, see docs/ingestion.md).
 -- amount is Decimal(38, 8): sums of money stay exact (Float64 would drift on sums of cents).
 CREATE TABLE IF NOT EXISTS events (
@@ -29,11 +30,10 @@ CREATE TABLE IF NOT EXISTS events (
   bonus_id     String,
   channel      LowCardinality(String),
   granted      Nullable(UInt8),
-  fields       String,
   raw          String,
+  -- Dedupe verification looks events up by event_id (src/events/dedupe.ts); exports page by seq.
   INDEX idx_event_id event_id TYPE bloom_filter(0.01) GRANULARITY 4,
-  INDEX idx_seq seq TYPE minmax GRANULARITY 1,
-  INDEX idx_player player_id TYPE bloom_filter(0.01) GRANULARITY 4
+  INDEX idx_seq seq TYPE minmax GRANULARITY 1
 )
 ENGINE = MergeTree
 PARTITION BY toYYYYMM(event_time)

@@ -202,7 +202,6 @@ export function transformGroup(task: TransformTask): TransformResult {
           bonus_id: str(f.bonus_id) ?? '',
           channel: str(f.channel, 32) ?? '',
           granted,
-          fields: JSON.stringify(f),
           raw: JSON.stringify(event),
         }),
       )
