@@ -48,8 +48,13 @@ async function openEmbedded(dataDir: string, log: Logger): Promise<Postgres> {
   const server = new PGLiteSocketServer({ db, path: join(socketDir, '.s.PGSQL.5432'), maxConnections: 16 })
   await server.start()
   log.info({ dir }, 'embedded PostgreSQL (PGlite) started')
-  // PGlite runs one statement at a time; more than a few connections only queue.
-  const sql = postgres({ ...driverOptions, host: socketDir, port: 5432, user: 'postgres', database: 'postgres', max: 4 })
+  // One connection. pglite-socket multiplexes every client connection onto PGlite's single backend
+  // session, so two connections' extended-protocol messages can interleave under load and clobber the
+  // shared unnamed portal ("portal \"\" does not exist", seen in test/segments/recompute.test.ts on a
+  // busy machine). postgres.js pipelines concurrent queries on the one connection, and PGlite runs one
+  // statement at a time anyway, so nothing is lost; a transaction holds the connection, exactly as an
+  // open PGlite transaction already held every other connection's statements.
+  const sql = postgres({ ...driverOptions, host: socketDir, port: 5432, user: 'postgres', database: 'postgres', max: 1 })
   return {
     sql,
     kind: 'pglite',
