@@ -1,5 +1,6 @@
 import t from 'tap'
 import { startHarness, type TestTenant } from '../helpers/harness.ts'
+import { SPEC_MOVES } from './spec-table.ts'
 
 const h = await startHarness(t)
 
@@ -328,17 +329,7 @@ t.test('PATCH /campaigns/{id} validates its body', async (t) => {
 
 t.test('every allowed status move of the spec table succeeds through PATCH', async (t) => {
   const tenant = await h.createTenant()
-  const moves: [string, string][] = [
-    ['draft', 'scheduled'],
-    ['draft', 'running'],
-    ['scheduled', 'running'],
-    ['scheduled', 'cancelled'],
-    ['running', 'paused'],
-    ['running', 'cancelled'],
-    ['paused', 'running'],
-    ['paused', 'cancelled'],
-  ]
-  for (const [from, to] of moves) {
+  for (const [from, to] of SPEC_MOVES) {
     const id = await campaignIn(tenant, from)
     const res = await h.request('PATCH', `/campaigns/${id}`, { key: tenant.key, body: { status: to } })
     t.equal(res.status, 200, `${from} → ${to}`)
