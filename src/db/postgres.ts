@@ -105,8 +105,6 @@ export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): P
 
 /** PostgreSQL SQLSTATEs the features translate into domain errors. */
 export const PG_UNIQUE_VIOLATION = '23505'
-export const PG_FOREIGN_KEY_VIOLATION = '23503'
-export const PG_INVALID_TEXT = '22P02'
 
 export function pgErrorCode(err: unknown): string | undefined {
   return err instanceof postgres.PostgresError ? err.code : undefined

@@ -22,22 +22,7 @@ export const CANONICAL_FIELDS = {
 
 export type CanonicalType = keyof typeof CANONICAL_FIELDS
 
-export const CANONICAL_TYPES = Object.keys(CANONICAL_FIELDS) as CanonicalType[]
-
 /** Every canonical field name, across all types. */
 export const ALL_CANONICAL_FIELDS: readonly string[] = [...new Set(Object.values(CANONICAL_FIELDS).flat())].sort()
 
 export const isCanonicalType = (type: string): type is CanonicalType => Object.hasOwn(CANONICAL_FIELDS, type)
-
-/** The monetary events: the `transactions` export dataset. */
-export const MONETARY_TYPES: readonly CanonicalType[] = [
-  'deposit',
-  'withdrawal',
-  'bet',
-  'win',
-  'bet_rollback',
-  'win_rollback',
-  'bonus_granted',
-  'bonus_completed',
-  'bonus_forfeited',
-]
