@@ -4,13 +4,14 @@
 // insert of the same rows. Prints a table; bench/RESULTS.md records runs.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { openClickHouse } from '../src/db/clickhouse.ts'
 import { migrateClickHouse } from '../src/db/migrate.ts'
+import { EVENT_COLUMNS } from '../src/events/event-rows.ts'
 import { transformGroup } from '../src/events/transform.ts'
 import { createLogger } from '../src/lib/log.ts'
 import { pct, runLoad, type LoadResult } from './ingest/load.ts'
@@ -22,6 +23,9 @@ const PLAYERS = Number(process.env.BENCH_PLAYERS ?? 10_000)
 const BATCH_SECONDS = Number(process.env.BENCH_BATCH_SECONDS ?? 12)
 const SINGLE_SECONDS = Number(process.env.BENCH_SINGLE_SECONDS ?? 10)
 const REPEAT_SHARE = 0.05
+/** Requests in flight: batches (closed loop, so throughput = in flight × 100 / latency) and singles. */
+const BATCH_CONCURRENCY = Number(process.env.BENCH_BATCH_CONCURRENCY ?? 16)
+const SINGLE_CONCURRENCY = Number(process.env.BENCH_SINGLE_CONCURRENCY ?? 64)
 
 const out = (s: string) => process.stdout.write(`${s}\n`)
 
@@ -38,9 +42,9 @@ async function startServer(env: Record<string, string | undefined>): Promise<{ p
   const port = await freePort()
   const dir = mkdtempSync(join(tmpdir(), 'respin-bench-'))
   const adminKey = `admin-${randomBytes(12).toString('hex')}`
-  const childEnv: Record<string, string | undefined> = { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dir, ADMIN_KEY: adminKey, LOG_LEVEL: 'warn', RATE_LIMIT_INGEST_PER_MIN: '0', ...env }
+  const childEnv: Record<string, string | undefined> = { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dir, ADMIN_KEY: adminKey, LOG_LEVEL: process.env.BENCH_SERVER_LOG ? 'debug' : 'warn', RATE_LIMIT_INGEST_PER_MIN: '0', ...env }
   for (const k of Object.keys(childEnv)) if (childEnv[k] === undefined) delete childEnv[k]
-  const proc = spawn(process.execPath, [...(process.env.BENCH_SERVER_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_SERVER_PROF}`] : []), '--import', './src/ts-loader.mjs', 'src/main.ts'], { cwd: root, env: childEnv as NodeJS.ProcessEnv, stdio: ['ignore', 'ignore', 'inherit'] })
+  const proc = spawn(process.execPath, [...(process.env.BENCH_SERVER_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_SERVER_PROF}`] : []), '--import', './src/ts-loader.mjs', 'src/main.ts'], { cwd: root, env: childEnv as NodeJS.ProcessEnv, stdio: ['ignore', process.env.BENCH_SERVER_LOG ? openSync(process.env.BENCH_SERVER_LOG, 'a') : 'ignore', 'inherit'] })
   const deadline = Date.now() + 90_000
   for (;;) {
     try {
@@ -113,19 +117,19 @@ async function scenario(mode: 'servers' | 'embedded'): Promise<{ lines: string[]
     const pid = server.proc.pid as number
     let cpu0 = cpuSeconds(pid)
     const threads0 = process.env.BENCH_THREADS === '1' ? threadCpu(pid) : undefined
-    const batches = await runLoad({ port: server.port, keys, bodies: batchBodies, concurrency: 16, durationMs: BATCH_SECONDS * 1000 })
+    const batches = await runLoad({ port: server.port, keys, bodies: batchBodies, concurrency: BATCH_CONCURRENCY, durationMs: BATCH_SECONDS * 1000 })
     const batchCpu = cpuSeconds(pid) - cpu0
     if (threads0) out(`  ${mode}, batches: server CPU µs/event by thread: ${threadLine(threads0, threadCpu(pid), batches.requests * 100)}`)
     const label = mode === 'servers' ? 'PostgreSQL + Redis + chDB' : 'embedded (PGlite + chDB, no Redis)'
-    const lines = [line(`${label}, batches of 100 (16 in flight)`, batches, 100, batchCpu)]
+    const lines = [line(`${label}, batches of 100 (${BATCH_CONCURRENCY} in flight)`, batches, 100, batchCpu)]
     if (batches.errors) out(`  non-200 answers: batches ${JSON.stringify(batches.statuses)}`)
     if (SINGLE_SECONDS > 0) {
       const singleBodies = keys.map(() => makeBodies({ count: 40_000, batchSize: 1, players: PLAYERS, repeatShare: REPEAT_SHARE }))
       cpu0 = cpuSeconds(pid)
-      const singles = await runLoad({ port: server.port, keys, bodies: singleBodies, concurrency: 64, durationMs: SINGLE_SECONDS * 1000 })
+      const singles = await runLoad({ port: server.port, keys, bodies: singleBodies, concurrency: SINGLE_CONCURRENCY, durationMs: SINGLE_SECONDS * 1000 })
       const singleCpu = cpuSeconds(pid) - cpu0
       if (singles.errors) out(`  non-200 answers: singles ${JSON.stringify(singles.statuses)}`)
-      lines.push(line(`${label}, single events (64 in flight)`, singles, 1, singleCpu))
+      lines.push(line(`${label}, single events (${SINGLE_CONCURRENCY} in flight)`, singles, 1, singleCpu))
     }
     return {
       lines,
@@ -172,15 +176,15 @@ async function ceiling(): Promise<{ big: number; small: number }> {
         bounds[2 * i + 1] = off
       })
       const r = transformGroup({ tenantId: '00000000-0000-4000-8000-000000000001', bodies: all, bounds, brandIds: list.map(() => '00000000-0000-4000-8000-000000000002'), mappingKeys: list.map(() => '0'), receivedAt: list.map(() => Date.now()), keep: new Uint8Array(list.length * 100).fill(1), mappings: { '0': { rules: [] } }, seqBase: 1 })
-      return Buffer.from(r.rows.buffer, r.rows.byteOffset, r.rows.byteLength)
+      return r.rows
     }
     const bigChunks = Array.from({ length: 20 }, (_, i) => encode(bodies.slice(i * 50, i * 50 + 50)))
     let t0 = performance.now()
-    for (const c of bigChunks) await ch.insertJsonEachRow('events', c)
+    for (const c of bigChunks) await ch.insertRowBinary('events', EVENT_COLUMNS, c)
     const big = 100_000 / ((performance.now() - t0) / 1000)
     const smallChunks = Array.from({ length: 300 }, (_, i) => encode(bodies.slice(i, i + 1)))
     t0 = performance.now()
-    for (const c of smallChunks) await ch.insertJsonEachRow('events', c)
+    for (const c of smallChunks) await ch.insertRowBinary('events', EVENT_COLUMNS, c)
     const small = 30_000 / ((performance.now() - t0) / 1000)
     return { big, small }
   } finally {

@@ -14,7 +14,7 @@ export interface IngestEngine {
   pipeline: Pipeline
 }
 
-export const DEFAULT_PIPELINE_OPTIONS = { maxQueuedEvents: 20_000, maxGroupEvents: 5_000, chLingerMs: 4 }
+export const DEFAULT_PIPELINE_OPTIONS = { maxQueuedEvents: 20_000, maxGroupEvents: 5_000, chMinIntervalMs: 20 }
 
 /** Background service: registered in app.ts, it sets ctx.ingest for the route. */
 export async function startIngestService(ctx: AppContext) {

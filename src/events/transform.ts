@@ -1,6 +1,7 @@
 // The CPU-heavy half of ingestion, run on the Piscina workers: re-parse the raw request bodies, derive the
-// canonical fields, encode ClickHouse rows (JSONEachRow) and fold each player's events into one profile
+// canonical fields, encode ClickHouse rows (RowBinary, see event-rows.ts) and fold each player's events into one profile
 // delta. Pure: no I/O, so it is unit-testable and runs the same on any thread.
+import { RowBinaryWriter } from './event-rows.ts'
 import { deriveFields, type MappingConfig, compileMapping, type CompiledMapping } from './mapping.ts'
 
 export interface TransformTask {
@@ -56,6 +57,7 @@ export interface StatusColumns {
 }
 
 export interface TransformResult {
+  /** RowBinary rows in the column order of EVENT_COLUMNS. */
   rows: Uint8Array
   rowCount: number
   players: PlayerColumns
@@ -128,12 +130,6 @@ export function microsToDecimal(m: number): string {
   return neg ? `-${s}` : s
 }
 
-/** 'YYYY-MM-DD hh:mm:ss.mmm' (UTC), which every ClickHouse version parses for DateTime64(3). */
-export function chTime(ms: number): string {
-  const iso = new Date(ms).toISOString()
-  return `${iso.slice(0, 10)} ${iso.slice(11, 23)}`
-}
-
 export function transformGroup(task: TransformTask): TransformResult {
   const decoder = new TextDecoder()
   const compiled = new Map<string, CompiledMapping>()
@@ -147,14 +143,14 @@ export function transformGroup(task: TransformTask): TransformResult {
   }
   const players = new Map<string, PlayerAcc>()
   const statuses = new Map<string, { brandId: string; externalId: string; status: string; reason: string | null }>()
-  const lines: string[] = []
+  const rows = new RowBinaryWriter()
+  let rowCount = 0
   let seq = task.seqBase
   let eventIndex = 0
 
   for (let r = 0; r < task.brandIds.length; r++) {
     const brandId = task.brandIds[r] as string
     const receivedAt = task.receivedAt[r] as number
-    const receivedCh = chTime(receivedAt)
     const text = decoder.decode(task.bodies.subarray(task.bounds[2 * r], task.bounds[2 * r + 1]))
     const body = JSON.parse(text) as { events?: Record<string, unknown>[] } & Record<string, unknown>
     const events = Array.isArray(body.events) ? body.events : [body]
@@ -173,38 +169,36 @@ export function transformGroup(task: TransformTask): TransformResult {
       const currency = typeof f.currency === 'string' && CUR_RE.test(f.currency) ? f.currency.toUpperCase() : ''
       const granted = f.granted === true || f.granted === 'true' ? 1 : f.granted === false || f.granted === 'false' ? 0 : null
 
-      lines.push(
-        JSON.stringify({
-          tenant_id: task.tenantId,
-          brand_id: brandId,
-          event_id: (event.event_id as string | undefined) ?? '',
-          player_id: externalId,
-          event_type: type,
-          source_type: sourceType,
-          event_time: chTime(atMs),
-          received_at: receivedCh,
-          seq: seq++,
-          session_id: (event.session_id as string | undefined) ?? '',
-          amount: Number.isNaN(amountMicros) ? 0 : amountMicros / 1e6,
-          currency,
-          method: str(f.method) ?? '',
-          game: str(f.game) ?? '',
-          provider: str(f.provider) ?? '',
-          category: str(f.category) ?? '',
-          round_id: str(f.round_id) ?? '',
-          country: str(f.country, 64) ?? '',
-          language: str(f.language, 16) ?? '',
-          device: str(f.device) ?? '',
-          os: str(f.os) ?? '',
-          browser: str(f.browser) ?? '',
-          platform: str(f.platform) ?? '',
-          status: str(f.status, 32) ?? '',
-          bonus_id: str(f.bonus_id) ?? '',
-          channel: str(f.channel, 32) ?? '',
-          granted,
-          raw: JSON.stringify(event),
-        }),
-      )
+      // One RowBinary row, in the order of EVENT_COLUMNS.
+      rows.uuid(task.tenantId)
+      rows.uuid(brandId)
+      rows.string((event.event_id as string | undefined) ?? '')
+      rows.string(externalId)
+      rows.string(type)
+      rows.string(sourceType)
+      rows.dateTime64ms(atMs)
+      rows.dateTime64ms(receivedAt)
+      rows.uint64(seq++)
+      rows.string((event.session_id as string | undefined) ?? '')
+      rows.decimal38x8FromMicros(Number.isNaN(amountMicros) ? 0 : amountMicros)
+      rows.string(currency)
+      rows.string(str(f.method) ?? '')
+      rows.string(str(f.game) ?? '')
+      rows.string(str(f.provider) ?? '')
+      rows.string(str(f.category) ?? '')
+      rows.string(str(f.round_id) ?? '')
+      rows.string(str(f.country, 64) ?? '')
+      rows.string(str(f.language, 16) ?? '')
+      rows.string(str(f.device) ?? '')
+      rows.string(str(f.os) ?? '')
+      rows.string(str(f.browser) ?? '')
+      rows.string(str(f.platform) ?? '')
+      rows.string(str(f.status, 32) ?? '')
+      rows.string(str(f.bonus_id) ?? '')
+      rows.string(str(f.channel, 32) ?? '')
+      rows.nullableUInt8(granted)
+      rows.string(JSON.stringify(event))
+      rowCount++
 
       // Fold the event into its player's delta.
       const key = `${brandId}\u0000${externalId}`
@@ -312,8 +306,7 @@ export function transformGroup(task: TransformTask): TransformResult {
     st.status.push(s.status)
     st.reason.push(s.reason)
   }
-  const rows = lines.length ? Buffer.from(`${lines.join('\n')}\n`) : new Uint8Array(0)
-  return { rows, rowCount: lines.length, players: cols, statuses: st }
+  return { rows: rows.finish(), rowCount, players: cols, statuses: st }
 }
 
 function setDevice(p: PlayerAcc, f: Record<string, unknown>): void {

@@ -9,6 +9,7 @@ import { createPipeline, type IngestItem } from '../../src/events/pipeline.ts'
 import { transformGroup } from '../../src/events/transform.ts'
 import { createLogger } from '../../src/lib/log.ts'
 import type { IngestPool } from '../../src/workers/pool.ts'
+import { decodeEventRows } from './row-decoder.ts'
 
 const TENANT_A = '00000000-0000-4000-8000-00000000000a'
 const TENANT_B = '00000000-0000-4000-8000-00000000000b'
@@ -20,11 +21,12 @@ function fakes(opts: { insertMs?: number; failInserts?: number } = {}) {
   let failures = opts.failInserts ?? 0
   const ch = {
     kind: 'chdb',
-    async insertJsonEachRow(_table: string, rows: Buffer | string) {
+    async insertRowBinary(_table: string, _columns: unknown, bytes: Uint8Array) {
       await sleep(opts.insertMs ?? 0)
       if (failures-- > 0) throw new Error('insert failed')
-      if (rows.toString().includes('"poison')) throw new Error('bad row')
-      inserts.push({ rows: rows.toString().trim().split('\n').map((l) => JSON.parse(l)), at: Date.now() })
+      const rows = decodeEventRows(bytes)
+      if (rows.some((r) => String(r.event_id).startsWith('poison'))) throw new Error('bad row')
+      inserts.push({ rows, at: Date.now() })
     },
   } as unknown as ClickHouse
   const tx = (async () => [{}]) as unknown as Sql

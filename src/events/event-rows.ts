@@ -1,0 +1,141 @@
+// Rows of the ClickHouse `events` table, encoded as RowBinary by the ingest workers.
+//
+// Why binary: ClickHouse spent ~12 µs per event parsing our JSONEachRow rows (~860 bytes each, the raw
+// event escaped inside a JSON string), more than writing the part. RowBinary has no escaping and no
+// number parsing: the same rows cost ~2 µs each to read (bench/RESULTS.md, 2026-11-21 session 2).
+//
+// EVENT_COLUMNS is the one list of what the encoder writes, in order; inserts name these columns, so the
+// table's column order does not matter. test/events/event-rows.test.ts checks it against the live table.
+
+export const EVENT_COLUMNS = [
+  ['tenant_id', 'UUID'],
+  ['brand_id', 'UUID'],
+  ['event_id', 'String'],
+  ['player_id', 'String'],
+  ['event_type', 'LowCardinality(String)'],
+  ['source_type', 'LowCardinality(String)'],
+  ['event_time', "DateTime64(3, 'UTC')"],
+  ['received_at', "DateTime64(3, 'UTC')"],
+  ['seq', 'UInt64'],
+  ['session_id', 'String'],
+  ['amount', 'Decimal(38, 8)'],
+  ['currency', 'LowCardinality(String)'],
+  ['method', 'LowCardinality(String)'],
+  ['game', 'String'],
+  ['provider', 'LowCardinality(String)'],
+  ['category', 'LowCardinality(String)'],
+  ['round_id', 'String'],
+  ['country', 'LowCardinality(String)'],
+  ['language', 'LowCardinality(String)'],
+  ['device', 'LowCardinality(String)'],
+  ['os', 'LowCardinality(String)'],
+  ['browser', 'LowCardinality(String)'],
+  ['platform', 'LowCardinality(String)'],
+  ['status', 'LowCardinality(String)'],
+  ['bonus_id', 'String'],
+  ['channel', 'LowCardinality(String)'],
+  ['granted', 'Nullable(UInt8)'],
+  ['raw', 'String'],
+] as const
+
+export type EventColumns = readonly (readonly [name: string, type: string])[]
+
+const TWO_32 = 4294967296
+
+/**
+ * Appends RowBinary values to a growing buffer. One writer per group; `finish()` returns the bytes.
+ * The caller writes every column of EVENT_COLUMNS, in order, for each row.
+ */
+export class RowBinaryWriter {
+  private buf: Buffer
+  private at = 0
+  private readonly uuids = new Map<string, Buffer>()
+
+  constructor(initialBytes = 64 * 1024) {
+    this.buf = Buffer.allocUnsafe(initialBytes)
+  }
+
+  private room(n: number): void {
+    if (this.at + n <= this.buf.length) return
+    const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.at + n))
+    this.buf.copy(next, 0, 0, this.at)
+    this.buf = next
+  }
+
+  /** UUID: two little-endian UInt64 halves, high half first. Tenant and brand ids repeat, so cache them. */
+  uuid(value: string): void {
+    let bytes = this.uuids.get(value)
+    if (!bytes) {
+      const hex = Buffer.from(value.replace(/-/g, ''), 'hex')
+      if (hex.length !== 16) throw new Error(`not a UUID: ${value}`)
+      bytes = Buffer.concat([hex.subarray(0, 8).reverse(), hex.subarray(8, 16).reverse()])
+      this.uuids.set(value, bytes)
+    }
+    this.room(16)
+    bytes.copy(this.buf, this.at)
+    this.at += 16
+  }
+
+  /** String and LowCardinality(String): LEB128 byte length, then the UTF-8 bytes. */
+  string(value: string): void {
+    // A string of n UTF-16 units has at most 3n UTF-8 bytes: below 128 its length fits one byte.
+    if (value.length < 43) {
+      this.room(1 + value.length * 3)
+      const n = this.buf.write(value, this.at + 1)
+      this.buf[this.at] = n
+      this.at += 1 + n
+      return
+    }
+    const n = Buffer.byteLength(value)
+    this.room(5 + n)
+    let v = n
+    while (v >= 0x80) {
+      this.buf[this.at++] = (v & 0x7f) | 0x80
+      v >>>= 7
+    }
+    this.buf[this.at++] = v
+    this.at += this.buf.write(value, this.at)
+  }
+
+  /** UInt64 (and the Int64 of DateTime64) from a safe non-negative integer. */
+  uint64(value: number): void {
+    this.room(8)
+    this.buf.writeUInt32LE(value % TWO_32, this.at)
+    this.buf.writeUInt32LE(Math.floor(value / TWO_32), this.at + 4)
+    this.at += 8
+  }
+
+  /** DateTime64(3): milliseconds since the epoch as Int64. */
+  dateTime64ms(ms: number): void {
+    if (ms >= 0) return this.uint64(ms)
+    this.room(8)
+    this.buf.writeBigInt64LE(BigInt(ms), this.at)
+    this.at += 8
+  }
+
+  /** Decimal(38, 8) from an exact integer count of micro-units: Int128 of micros × 100, little-endian. */
+  decimal38x8FromMicros(micros: number): void {
+    this.room(16)
+    if (micros === 0) {
+      this.buf.fill(0, this.at, this.at + 16)
+    } else {
+      const v = BigInt(micros) * 100n
+      this.buf.writeBigInt64LE(v, this.at)
+      this.buf.fill(v < 0n ? 0xff : 0, this.at + 8, this.at + 16)
+    }
+    this.at += 16
+  }
+
+  nullableUInt8(value: number | null): void {
+    this.room(2)
+    if (value === null) this.buf[this.at++] = 1
+    else {
+      this.buf[this.at++] = 0
+      this.buf[this.at++] = value
+    }
+  }
+
+  finish(): Uint8Array {
+    return this.buf.subarray(0, this.at)
+  }
+}
