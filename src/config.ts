@@ -21,6 +21,8 @@ const Env = Type.Object({
   ),
   BODY_LIMIT_BYTES: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
   SEGMENT_RECOMPUTE_INTERVAL_MS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
+  INGEST_ACK_AFTER: Type.Optional(Type.Union([Type.Literal('clickhouse'), Type.Literal('postgres')])),
+  INGEST_FLUSH_INTERVAL_MS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
 })
 
 export interface Config {
@@ -38,6 +40,10 @@ export interface Config {
   logLevel: string
   bodyLimitBytes: number
   segmentRecomputeIntervalMs: number
+  /** When POST /events answers: once the events are in ClickHouse, or once they are spooled in PostgreSQL. */
+  ingestAckAfter: 'clickhouse' | 'postgres'
+  /** With ingestAckAfter = postgres: how often spooled events move to ClickHouse. */
+  ingestFlushIntervalMs: number
   version: string
 }
 
@@ -77,6 +83,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     logLevel: e.LOG_LEVEL ?? 'info',
     bodyLimitBytes: Number(e.BODY_LIMIT_BYTES ?? 1024 * 1024),
     segmentRecomputeIntervalMs: Number(e.SEGMENT_RECOMPUTE_INTERVAL_MS ?? 60_000),
+    ingestAckAfter: e.INGEST_ACK_AFTER ?? 'clickhouse',
+    ingestFlushIntervalMs: Number(e.INGEST_FLUSH_INTERVAL_MS ?? 1000),
     version: process.env.npm_package_version ?? '0.1.0',
   }
 }

@@ -3,7 +3,8 @@
 //
 // chDB allows one data directory per process and crashes the process at exit when loaded in a worker
 // thread, so it is opened once, on the main thread; its queries and inserts run off the event loop.
-import { mkdirSync } from 'node:fs'
+import { randomUUID } from 'node:crypto'
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { rm, writeFile } from 'node:fs/promises'
 import { resolve } from 'node:path'
 import { Readable } from 'node:stream'
@@ -15,12 +16,17 @@ export type Params = Record<string, unknown>
 
 export interface ClickHouse {
   kind: 'server' | 'chdb'
+  /** Names this ClickHouse (server URL and database, or the chDB data directory's instance id). */
+  sinkId: string
   /** SELECT returning rows (JSONEachRow). Bind user values with {name:Type} placeholders only. */
   query<T = Record<string, unknown>>(sql: string, params?: Params): Promise<T[]>
   /** DDL or other statements without a result. */
   command(sql: string, params?: Params): Promise<void>
-  /** Insert rows already encoded as RowBinary, with exactly these columns in this order. */
-  insertRowBinary(table: string, columns: EventColumns, rows: Uint8Array): Promise<void>
+  /**
+   * Insert rows already encoded as RowBinary, with exactly these columns in this order. With a
+   * dedupeToken, an insert repeating an earlier one's token is dropped (see clickhouse/0002_*.sql).
+   */
+  insertRowBinary(table: string, columns: EventColumns, rows: Uint8Array, opts?: { dedupeToken?: string }): Promise<void>
   ping(timeoutMs: number): Promise<void>
   close(): Promise<void>
 }
@@ -68,6 +74,7 @@ async function openServer(url: string, log: Logger): Promise<ClickHouse> {
   }
   return {
     kind: 'server',
+    sinkId: `server:${parsed.host}/${database}`,
     query<T>(sql: string, params?: Params) {
       const query_id = nextQueryId()
       return run('query', query_id, async () => {
@@ -81,11 +88,13 @@ async function openServer(url: string, log: Logger): Promise<ClickHouse> {
         await client.command({ query: sql, query_params: params, query_id })
       })
     },
-    insertRowBinary(table, columns, rows) {
+    insertRowBinary(table, columns, rows, opts) {
       const query_id = nextQueryId()
       const query = `INSERT INTO ${identifier(table)} (${columns.map(([name]) => identifier(name)).join(', ')}) FORMAT RowBinary`
+      const clickhouse_settings = opts?.dedupeToken ? { insert_deduplication_token: opts.dedupeToken } : undefined
       return run('insert', query_id, async () => {
-        const res = await client.exec({ query, values: Readable.from([Buffer.from(rows.buffer, rows.byteOffset, rows.byteLength)]), query_id })
+        const values = Readable.from([Buffer.from(rows.buffer, rows.byteOffset, rows.byteLength)])
+        const res = await client.exec({ query, values, query_id, clickhouse_settings })
         // The (empty) response must be read to the end, or the socket is never returned to the pool.
         await new Promise<void>((resolve, reject) => {
           res.stream.on('error', reject).on('end', resolve).resume()
@@ -122,6 +131,7 @@ async function openChdb(dataDir: string, log: Logger): Promise<ClickHouse> {
   let closed = false
   return {
     kind: 'chdb',
+    sinkId: `chdb:${instanceId(dir)}`,
     query<T>(sql: string, params?: Params) {
       return run('query', async () => {
         const result = params
@@ -136,14 +146,15 @@ async function openChdb(dataDir: string, log: Logger): Promise<ClickHouse> {
         else await session.queryAsync(sql, { format: 'TSV' })
       })
     },
-    insertRowBinary(table, columns, rows) {
+    insertRowBinary(table, columns, rows, opts) {
       // chDB's insert API takes text formats only, so binary rows go through a spool file that one
       // INSERT ... SELECT reads (the file is in the page cache: writing it costs a copy, not a disk write).
       const path = resolve(spool, `insert-${process.pid}-${(spoolCounter++).toString(36)}.bin`)
       const structure = columns.map(([name, type]) => `${name} ${type}`).join(', ')
       const sql =
         `INSERT INTO ${identifier(table)} (${columns.map(([name]) => identifier(name)).join(', ')}) ` +
-        `SELECT * FROM file(${quote(path)}, 'RowBinary', ${quote(structure)}) SETTINGS ${CHDB_INSERT_SETTINGS}`
+        `SELECT * FROM file(${quote(path)}, 'RowBinary', ${quote(structure)}) SETTINGS ${CHDB_INSERT_SETTINGS}` +
+        (opts?.dedupeToken ? `, insert_deduplication_token = ${quote(opts.dedupeToken)}` : '')
       return run('insert', async () => {
         await writeFile(path, rows)
         try {
@@ -164,6 +175,15 @@ async function openChdb(dataDir: string, log: Logger): Promise<ClickHouse> {
       session.close()
     },
   }
+}
+
+/** A random id kept in the chDB data directory: names this embedded ClickHouse across restarts. */
+function instanceId(dir: string): string {
+  const file = resolve(dir, 'respin-instance-id')
+  if (existsSync(file)) return readFileSync(file, 'utf8').trim()
+  const id = randomUUID()
+  writeFileSync(file, id)
+  return id
 }
 
 /**

@@ -99,6 +99,12 @@ export async function findStoredIds(ch: ClickHouse, tenantId: string, brandId: s
   return new Set(rows.map((r) => r.event_id))
 }
 
+/**
+ * Spool mode (spool.ts): events other processes acknowledged may still be on their way to ClickHouse.
+ * 'others' flushes those; 'all' also ours (for claims of our own that never turned "stored").
+ */
+export type BeforeVerify = (scope: 'all' | 'others') => Promise<void>
+
 async function verifyAgainstStore(ch: ClickHouse, tenantId: string, entries: DedupeEntry[]): Promise<boolean[]> {
   const byBrand = new Map<string, number[]>()
   entries.forEach((e, i) => {
@@ -114,9 +120,10 @@ async function verifyAgainstStore(ch: ClickHouse, tenantId: string, entries: Ded
   return found
 }
 
-export function createDedupe(deps: { redis: Redis | undefined; ch: ClickHouse; log: Logger }): Dedupe {
+export function createDedupe(deps: { redis: Redis | undefined; ch: ClickHouse; log: Logger; beforeVerify?: BeforeVerify }): Dedupe {
   const { ch, log } = deps
-  const local = createLocalWindow(ch)
+  const beforeVerify: BeforeVerify = deps.beforeVerify ?? (async () => {})
+  const local = createLocalWindow(ch, beforeVerify)
   if (!deps.redis) return { claim: (t, e) => local.claim(t, e, false), stop: async () => {} }
 
   const redis = deps.redis as RedisWithScripts
@@ -137,6 +144,7 @@ export function createDedupe(deps: { redis: Redis | undefined; ch: ClickHouse; l
   async function memoryIncomplete(): Promise<boolean> {
     if (!epochValue) {
       // First use, or Redis came back empty: a fresh deployment only if ClickHouse has no recent events.
+      await beforeVerify('all')
       const recent = await ch.query<{ n: number }>('SELECT 1 AS n FROM events WHERE received_at > now() - INTERVAL 8 DAY LIMIT 1')
       const value = `${recent.length ? 'r' : 'i'}:${Date.now()}`
       await redis.set(EPOCH_KEY, value, 'NX')
@@ -180,6 +188,7 @@ export function createDedupe(deps: { redis: Redis | undefined; ch: ClickHouse; l
         })
         const live = pending.filter((p) => !stale.includes(p))
         if (stale.length) {
+          await beforeVerify('all')
           const found = await verifyAgainstStore(ch, tenantId, stale.map((p) => entries[p.i] as DedupeEntry))
           const takeover = stale.filter((_, n) => !found[n])
           const foundKeys = stale.filter((_, n) => found[n])
@@ -215,6 +224,7 @@ export function createDedupe(deps: { redis: Redis | undefined; ch: ClickHouse; l
     if (claimed.length && (await memoryIncomplete())) {
       // Redis lost its memory within the window: what it calls new may be stored already.
       const fresh = claimed.map((i) => entries[i] as DedupeEntry)
+      await beforeVerify('others')
       const found = await verifyAgainstStore(ch, tenantId, fresh)
       const stored = claimed.filter((_, n) => found[n])
       if (stored.length) {
@@ -275,7 +285,7 @@ export function createDedupe(deps: { redis: Redis | undefined; ch: ClickHouse; l
 }
 
 /** The in-process window: ids this process stored, plus ClickHouse for the rest. */
-function createLocalWindow(ch: ClickHouse) {
+function createLocalWindow(ch: ClickHouse, beforeVerify: BeforeVerify) {
   const stored = new Map<string, number>()
   let evicted = false
   /** Brands that had events in ClickHouse before this process first wrote to them. */
@@ -284,8 +294,8 @@ function createLocalWindow(ch: ClickHouse) {
   const hasHistory = (tenantId: string, brandId: string) => {
     let h = history.get(brandId)
     if (!h) {
-      h = ch
-        .query<{ n: number }>('SELECT 1 AS n FROM events WHERE tenant_id = {t:UUID} AND brand_id = {b:UUID} LIMIT 1', { t: tenantId, b: brandId })
+      h = beforeVerify('others')
+        .then(() => ch.query<{ n: number }>('SELECT 1 AS n FROM events WHERE tenant_id = {t:UUID} AND brand_id = {b:UUID} LIMIT 1', { t: tenantId, b: brandId }))
         .then((rows) => rows.length > 0)
       h.catch(() => history.delete(brandId))
       history.set(brandId, h)
@@ -324,6 +334,8 @@ function createLocalWindow(ch: ClickHouse) {
       const needs = new Set<string>()
       for (const b of brands) if (alwaysVerify || evicted || (await hasHistory(tenantId, b))) needs.add(b)
       const toVerify = unknown.filter((i) => needs.has((entries[i] as DedupeEntry).brandId))
+      // Our own spooled events are in `stored`; other processes' may still be in the spool.
+      if (toVerify.length) await beforeVerify('others')
       const found = await verifyAgainstStore(ch, tenantId, toVerify.map((i) => entries[i] as DedupeEntry))
       toVerify.forEach((i, n) => {
         if (found[n]) duplicate[i] = true

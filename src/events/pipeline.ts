@@ -18,6 +18,7 @@ import type { Dedupe, DedupeEntry } from './dedupe.ts'
 import type { MappingConfig } from './mapping.ts'
 import { EVENT_COLUMNS } from './event-rows.ts'
 import { createProfileWriter } from './profiles.ts'
+import type { Spool } from './spool.ts'
 
 /** One accepted request waiting in a tenant's mailbox. */
 export interface IngestItem {
@@ -42,6 +43,8 @@ export interface PipelineOptions {
   overlapWrites: boolean
   /** Under load, ClickHouse inserts start at most this often (ms); an idle writer inserts at once. */
   chMinIntervalMs?: number
+  /** Spool mode: above this many events waiting for ClickHouse, requests get 503. */
+  maxSpooledEvents?: number
 }
 
 export interface Pipeline {
@@ -74,6 +77,8 @@ export function createPipeline(deps: {
   options: PipelineOptions
   /** Stand-in for tests; by default the PostgreSQL writer of profiles.ts. */
   profiles?: ReturnType<typeof createProfileWriter>
+  /** INGEST_ACK_AFTER=postgres: events go to this spool in the profiles' transaction, not to ClickHouse. */
+  spool?: Spool
 }): Pipeline {
   const { sql, dedupe, pool, log, options } = deps
   const chWriter = createChWriter(deps.ch, deps.ch.kind === 'chdb' ? 1 : 2, options.chMinIntervalMs ?? 0)
@@ -98,6 +103,9 @@ export function createPipeline(deps: {
     const n = item.keep.length
     if (box.queuedEvents + n > options.maxQueuedEvents && box.queue.length > 0) {
       return Promise.reject(unavailable('ingestion backlog of this tenant is full; retry shortly'))
+    }
+    if (deps.spool && deps.spool.backlog() > (options.maxSpooledEvents ?? Number.POSITIVE_INFINITY)) {
+      return Promise.reject(unavailable('events are not reaching ClickHouse; retry later'))
     }
     const mailbox = box
     return new Promise<void>((resolve, reject) => {
@@ -214,6 +222,25 @@ export function createPipeline(deps: {
         seqBase: nextSeq(toStore),
       })
       const t2 = performance.now()
+      if (deps.spool) {
+        const spool = deps.spool
+        // One transaction: the events are acknowledged exactly when the profiles are.
+        await withRetries(log, () =>
+          sql.begin(async (tx) => {
+            await profiles.write(tx, tenantId, result.players, result.statuses).catch((err: unknown) => {
+              profiles.forget(result.players)
+              throw err
+            })
+            await spool.append(tx, result.rows, result.rowCount)
+          }),
+        )
+        inClickHouse = true // durable: from here on the ids count as stored
+        if (log.isLevelEnabled('debug')) {
+          log.debug({ tenantId, requests: items.length, events: toStore, dedupeMs: ms(t0, t1), transformMs: ms(t1, t2), postgresMs: ms(t2, performance.now()) }, 'ingest group spooled')
+        }
+        await claim.commit()
+        return
+      }
       let t3 = 0
       const writePostgres = (tx: TransactionSql) =>
         profiles.write(tx, tenantId, result.players, result.statuses).catch((err: unknown) => {
@@ -246,7 +273,6 @@ export function createPipeline(deps: {
         await withRetries(log, () => sql.begin((tx) => writePostgres(tx)))
       }
       if (log.isLevelEnabled('debug')) {
-        const ms = (a: number, b: number) => Math.round((b - a) * 10) / 10
         log.debug({ tenantId, requests: items.length, events: toStore, players: result.players.brand_id.length, dedupeMs: ms(t0, t1), transformMs: ms(t1, t2), clickhouseMs: ms(t2, t3), storesMs: ms(t2, performance.now()) }, 'ingest group written')
       }
     } catch (err) {
@@ -273,6 +299,8 @@ export function createPipeline(deps: {
     },
   }
 }
+
+const ms = (a: number, b: number) => Math.round((b - a) * 10) / 10
 
 /** PostgreSQL serialization failures and dropped connections are worth a second try. */
 async function withRetries<T>(log: Logger, fn: () => Promise<T>): Promise<T> {

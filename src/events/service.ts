@@ -6,24 +6,36 @@ import { createDedupe } from './dedupe.ts'
 import { createMappingCache, type MappingCache } from './mapping-cache.ts'
 import { createPipeline, type IngestItem, type Pipeline, type PipelineOptions } from './pipeline.ts'
 import { createRateLimiter, type RateLimiter } from './rate-limit.ts'
+import { createSpool, type Spool } from './spool.ts'
 import type { IncomingEvent, IngestResponse } from './schemas.ts'
 
 export interface IngestEngine {
   limiter: RateLimiter
   mappings: MappingCache
   pipeline: Pipeline
+  /** Only with INGEST_ACK_AFTER=postgres. */
+  spool?: Spool
 }
 
-export const DEFAULT_PIPELINE_OPTIONS = { maxQueuedEvents: 20_000, maxGroupEvents: 5_000, chMinIntervalMs: 20 }
+export const DEFAULT_PIPELINE_OPTIONS = { maxQueuedEvents: 20_000, maxGroupEvents: 5_000, chMinIntervalMs: 20, maxSpooledEvents: 2_000_000 }
 
 /** Background service: registered in app.ts, it sets ctx.ingest for the route. */
 export async function startIngestService(ctx: AppContext) {
   const pool = createIngestPool()
-  const dedupe = createDedupe({ redis: ctx.redis, ch: ctx.ch, log: ctx.log })
+  const spool = ctx.config.ingestAckAfter === 'postgres' ? createSpool({ sql: ctx.sql, ch: ctx.ch, log: ctx.log, intervalMs: ctx.config.ingestFlushIntervalMs }) : undefined
+  if (spool) {
+    // Events a previous process acknowledged but did not flush go first, so ClickHouse is complete for
+    // the dedupe checks of this one.
+    await spool.flush('all').catch((err: unknown) => ctx.log.error({ err }, 'ingest spool: startup flush failed; retrying in the background'))
+    spool.start()
+  }
+  // Dedupe verifies ids against ClickHouse; spooled events of other processes are not there yet.
+  const dedupe = createDedupe({ redis: ctx.redis, ch: ctx.ch, log: ctx.log, beforeVerify: spool && ((scope) => spool.flush(scope)) })
   const engine: IngestEngine = {
     limiter: createRateLimiter({ limitPerMin: ctx.config.rateLimitIngestPerMin, redis: ctx.redis, log: ctx.log }),
     mappings: createMappingCache({ sql: ctx.sql, bus: ctx.bus }),
-    pipeline: createPipeline({ sql: ctx.sql, ch: ctx.ch, dedupe, pool, log: ctx.log, options: { ...DEFAULT_PIPELINE_OPTIONS, overlapWrites: ctx.pg.kind === 'postgres' } satisfies PipelineOptions }),
+    pipeline: createPipeline({ sql: ctx.sql, ch: ctx.ch, dedupe, pool, log: ctx.log, spool, options: { ...DEFAULT_PIPELINE_OPTIONS, overlapWrites: ctx.pg.kind === 'postgres' } satisfies PipelineOptions }),
+    spool,
   }
   ctx.ingest = engine
   return {
@@ -31,6 +43,7 @@ export async function startIngestService(ctx: AppContext) {
       // The HTTP server has drained its requests by now; wait for anything still in a mailbox.
       await engine.pipeline.drain()
       ctx.ingest = undefined
+      await spool?.stop()
       await dedupe.stop()
       await pool.close()
     },

@@ -1,5 +1,6 @@
 // kill -9 while a client streams batches, restart on the same stores, re-send everything not acknowledged:
-// every event is stored exactly once. Runs against the stores the environment names (embedded otherwise).
+// every event is stored exactly once. Runs against the stores the environment names (embedded otherwise),
+// in both acknowledgement modes (INGEST_ACK_AFTER: ClickHouse insert, or PostgreSQL spool + flush).
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -8,11 +9,11 @@ import { openClickHouse } from '../../src/db/clickhouse.ts'
 import { createLogger } from '../../src/lib/log.ts'
 import { call, makeTenant, spawnServer, uid } from './helpers.ts'
 
-const dataDir = mkdtempSync(join(tmpdir(), 'respin-crash-'))
-t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
-const env = { DATA_DIR: dataDir, RATE_LIMIT_INGEST_PER_MIN: '0' }
-
-t.test('kill -9 mid-stream loses nothing and stores nothing twice', async (t) => {
+for (const ackAfter of ['clickhouse', 'postgres'] as const)
+t.test(`kill -9 mid-stream loses nothing and stores nothing twice (INGEST_ACK_AFTER=${ackAfter})`, async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'respin-crash-'))
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
+  const env = { DATA_DIR: dataDir, RATE_LIMIT_INGEST_PER_MIN: '0', INGEST_ACK_AFTER: ackAfter }
   let server = await spawnServer(env)
   const tenant = await makeTenant(server.origin, server.adminKey)
   const batches = Array.from({ length: 400 }, (_, b) => ({

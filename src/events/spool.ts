@@ -1,0 +1,128 @@
+// The event spool, for INGEST_ACK_AFTER=postgres (docs/ingestion.md, "Acknowledgement modes").
+//
+// chDB pays ~6 ms of CPU per insert plus about as much again merging the part later, whatever the insert's
+// size; a durable acknowledgement per ClickHouse insert therefore caps small-group traffic far below what
+// the rest of the pipeline does. In this mode a group's RowBinary rows are committed to PostgreSQL in the
+// same transaction as its players and profiles (so events and profile deltas are durable together, and
+// the 200 needs no ClickHouse round trip), and this flusher moves them to ClickHouse every intervalMs in
+// large inserts.
+//
+// Exactly once: a flush first claims a set of spool rows under a new batch number (committed), inserts
+// them with insert_deduplication_token = the batch, then deletes them. A flush interrupted anywhere is
+// redone with the same batch and token, and ClickHouse drops the repeated insert.
+import { randomUUID } from 'node:crypto'
+import type { TransactionSql } from 'postgres'
+import type { ClickHouse } from '../db/clickhouse.ts'
+import type { Sql } from '../db/postgres.ts'
+import type { Logger } from '../lib/log.ts'
+import { EVENT_COLUMNS } from './event-rows.ts'
+
+export interface Spool {
+  /** Inside the group's transaction: its events, committed (or not) with its players and profiles. */
+  append(tx: TransactionSql, rows: Uint8Array, rowCount: number): Promise<void>
+  /**
+   * Moves spooled events into ClickHouse: all of them, or only those other processes committed (what a
+   * dedupe verification cannot otherwise see). Resolves once they are in; rejects if ClickHouse fails.
+   */
+  flush(scope?: 'all' | 'others'): Promise<void>
+  /** Events spooled and not yet in ClickHouse, as of the last flush cycle plus what was appended since. */
+  backlog(): number
+  /** Flushes every intervalMs until stop(). */
+  start(): void
+  /** Stops the timer and flushes what is left (logs if ClickHouse is unreachable: the rows stay spooled). */
+  stop(): Promise<void>
+}
+
+/** Spool rows (ingest groups) per ClickHouse insert: ~30k–100k events at typical group sizes. */
+const GROUPS_PER_FLUSH = 100
+/** A claimed batch still in the spool after this long was left by a flusher that died: redo it. */
+const ABANDONED_AFTER_SEC = 10
+
+export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; intervalMs: number }): Spool {
+  const { sql, ch, log } = deps
+  const sink = ch.sinkId
+  const writer = randomUUID()
+  let backlogEvents = 0
+  let timer: NodeJS.Timeout | undefined
+
+  async function insertBatch(batch: string): Promise<number> {
+    const parts = await sql<{ rows: Buffer; row_count: number }[]>`
+      select rows, row_count from event_spool where batch = ${batch} order by id`
+    if (!parts.length) return 0
+    const payload = parts.length === 1 ? (parts[0] as { rows: Buffer }).rows : Buffer.concat(parts.map((p) => p.rows))
+    await ch.insertRowBinary('events', EVENT_COLUMNS, payload, { dedupeToken: `respin-spool-${batch}` })
+    await sql`delete from event_spool where batch = ${batch}`
+    return parts.reduce((a, p) => a + p.row_count, 0)
+  }
+
+  async function flushOnce(scope: 'all' | 'others'): Promise<void> {
+    // Batches a dead flusher claimed first: their rows are older than anything unclaimed.
+    const abandoned = await sql<{ batch: string }[]>`
+      select distinct batch from event_spool
+      where sink = ${sink} and batch is not null and claimed_at < now() - make_interval(secs => ${ABANDONED_AFTER_SEC})
+      order by batch`
+    for (const { batch } of abandoned) {
+      const n = await insertBatch(batch)
+      log.warn({ batch, events: n }, 'ingest spool: redid a flush batch left by an interrupted flush')
+    }
+    for (;;) {
+      const claimed = await sql<{ batch: string }[]>`
+        with b as (select nextval('event_spool_batch_seq') as batch),
+        picked as (
+          select id from event_spool
+          where sink = ${sink} and batch is null ${scope === 'others' ? sql`and writer <> ${writer}` : sql``}
+          order by id limit ${GROUPS_PER_FLUSH}
+          for update skip locked
+        )
+        update event_spool s set batch = b.batch, claimed_at = now()
+        from b, picked where s.id = picked.id
+        returning b.batch`
+      if (!claimed.length) break
+      await insertBatch((claimed[0] as { batch: string }).batch)
+      if (claimed.length < GROUPS_PER_FLUSH) break
+    }
+    const [left] = await sql<{ n: string }[]>`
+      select coalesce(sum(row_count), 0) as n from event_spool where sink = ${sink}`
+    backlogEvents = Number(left?.n ?? 0)
+  }
+
+  /** Flushes run one at a time per process, each after those already asked for. */
+  let chain: Promise<void> = Promise.resolve()
+  function flush(scope: 'all' | 'others' = 'all'): Promise<void> {
+    const run = chain.then(() => flushOnce(scope))
+    chain = run.catch(() => {})
+    return run
+  }
+
+  return {
+    async append(tx, rows, rowCount) {
+      await tx`insert into event_spool (sink, writer, rows, row_count)
+               values (${sink}, ${writer}, ${Buffer.from(rows.buffer, rows.byteOffset, rows.byteLength)}, ${rowCount})`
+      backlogEvents += rowCount
+    },
+    flush,
+    backlog: () => backlogEvents,
+    start() {
+      const tick = () => {
+        timer = setTimeout(() => {
+          flush('all').then(
+            () => tick(),
+            (err: unknown) => {
+              log.error({ err, backlog: backlogEvents }, 'ingest spool: flush to ClickHouse failed; events stay spooled, retrying')
+              tick()
+            },
+          )
+        }, deps.intervalMs)
+        timer.unref()
+      }
+      tick()
+    },
+    async stop() {
+      if (timer) clearTimeout(timer)
+      timer = undefined
+      await flush('all').catch((err: unknown) => {
+        log.error({ err, backlog: backlogEvents }, 'ingest spool: final flush failed; the events stay spooled until the next start')
+      })
+    },
+  }
+}

@@ -1,0 +1,70 @@
+// INGEST_ACK_AFTER=postgres: events are acknowledged once spooled in PostgreSQL with the profiles, and
+// reach ClickHouse exactly once through the flusher, also when a flush is interrupted.
+import t from 'tap'
+import { EVENT_COLUMNS } from '../../src/events/event-rows.ts'
+import type { Spool } from '../../src/events/spool.ts'
+import { startHarness } from '../helpers/harness.ts'
+import { ev, post, storedCount } from './helpers.ts'
+
+// Flushes only when a test asks (the interval is an hour).
+const h = await startHarness(t, { env: { INGEST_ACK_AFTER: 'postgres', INGEST_FLUSH_INTERVAL_MS: '3600000' } })
+const sql = h.app.ctx.sql
+const spool = () => h.app.ctx.ingest?.spool as Spool
+const sink = h.app.ctx.ch.sinkId
+const spooled = async () => Number((await sql<{ n: string }[]>`select coalesce(sum(row_count), 0) as n from event_spool where sink = ${sink}`)[0]?.n)
+
+t.test('a 200 means spooled with the profiles; a flush moves the events to ClickHouse once', async (t) => {
+  const tenant = await h.createTenant()
+  const events = [ev({ player_id: 'sp1', event_type: 'deposit', payload: { amount: 25, currency: 'EUR' } }), ev({ player_id: 'sp2' })]
+  const res = await post(h, tenant.key, { events })
+  t.equal(res.status, 200, res.text)
+  t.match(res.body, { received: 2, stored: 2, deduped: 0 })
+  t.equal(await storedCount(h, tenant.id), 0, 'not in ClickHouse yet')
+  t.ok((await spooled()) >= 2, 'in the spool')
+  const [profile] = await sql<{ deposit_total: string }[]>`
+    select pp.deposit_total from player_profiles pp join players p on p.id = pp.player_id
+    where p.tenant_id = ${tenant.id} and p.external_id = 'sp1'`
+  t.equal(Number(profile?.deposit_total), 25, 'the profile is already updated')
+  t.equal(spool().backlog() >= 2, true)
+
+  await spool().flush()
+  t.equal(await storedCount(h, tenant.id), 2)
+  t.equal(await spooled(), 0, 'the spool is empty after a flush')
+  t.equal(spool().backlog(), 0)
+
+  // Deduped whether the original is spooled or already flushed.
+  t.match((await post(h, tenant.key, { events })).body, { stored: 0, deduped: 2 })
+  await spool().flush()
+  t.equal(await storedCount(h, tenant.id), 2)
+})
+
+t.test('a flush interrupted after its ClickHouse insert is redone without storing twice', async (t) => {
+  const tenant = await h.createTenant()
+  const res = await post(h, tenant.key, { events: Array.from({ length: 30 }, (_, i) => ev({ player_id: `r${i}` })) })
+  t.equal(res.status, 200, res.text)
+  // What a flusher does before it dies between the insert and the delete: claim the rows as a batch,
+  // insert them with the batch's token.
+  const [claimed] = await sql<{ batch: string }[]>`
+    with b as (select nextval('event_spool_batch_seq') as batch)
+    update event_spool set batch = b.batch, claimed_at = now() - interval '1 minute' from b
+    where sink = ${sink} and event_spool.batch is null returning b.batch`
+  const batch = (claimed as { batch: string }).batch
+  const parts = await sql<{ rows: Buffer }[]>`select rows from event_spool where batch = ${batch} order by id`
+  await h.app.ctx.ch.insertRowBinary('events', EVENT_COLUMNS, Buffer.concat(parts.map((p) => p.rows)), { dedupeToken: `respin-spool-${batch}` })
+  t.equal(await storedCount(h, tenant.id), 30, 'the interrupted insert landed')
+
+  await spool().flush()
+  t.equal(await storedCount(h, tenant.id), 30, 'the redo was dropped by its deduplication token')
+  t.equal(await spooled(), 0)
+})
+
+t.test('a flush interrupted before its ClickHouse insert is redone', async (t) => {
+  const tenant = await h.createTenant()
+  t.equal((await post(h, tenant.key, { events: Array.from({ length: 7 }, () => ev()) })).status, 200)
+  await sql`
+    with b as (select nextval('event_spool_batch_seq') as batch)
+    update event_spool set batch = b.batch, claimed_at = now() - interval '1 minute' from b
+    where sink = ${sink} and event_spool.batch is null`
+  await spool().flush()
+  t.equal(await storedCount(h, tenant.id), 7)
+})
