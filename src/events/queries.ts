@@ -74,8 +74,8 @@ export async function updateProfiles(tx: Tx, tenantId: string, ids: string[], p:
     ), locked as materialized (
       -- The rows as locked: with a concurrent group's update waited for, this is its committed version,
       -- so no_deposit_before sees a first deposit it just recorded (the statement's snapshot would not).
-      select player_id, first_deposit_at is null as no_deposit_before
-      from player_profiles where player_id = any(${ids}::uuid[]) order by player_id for update
+      select p.player_id, p.first_deposit_at is null as no_deposit_before
+      from d join player_profiles p on p.player_id = d.player_id order by p.player_id for update of p
     ), upd as (
       update player_profiles p set
         language = coalesce(d.language, p.language),
