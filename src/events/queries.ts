@@ -57,8 +57,11 @@ export async function upsertPlayers(
  */
 export async function updateProfiles(tx: Tx, tenantId: string, ids: string[], p: PlayerColumns): Promise<string[]> {
   const rows = await tx<{ player_id: string }[]>`
-    with dt as (
-      select * from unnest(
+    with d as materialized (
+      -- Materialized so that each jsonb is parsed once per row, not at every reference (an inlined CTE
+      -- would repeat the cast in each of the money expressions below).
+      -- jsonb travels as text: the driver would otherwise encode each element as a JSON string.
+      select t.*, money_text::jsonb as money, consent_text::jsonb as consent from unnest(
         ${ids}::uuid[], ${p.external_id}::text[], ${p.language}::text[], ${p.currency}::text[],
         ${p.country}::text[], ${p.name}::text[], ${p.device}::text[], ${p.os}::text[], ${p.browser}::text[],
         ${p.platform}::text[], ${p.first_seen}::timestamptz[], ${p.last_seen}::timestamptz[],
@@ -68,11 +71,11 @@ export async function updateProfiles(tx: Tx, tenantId: string, ids: string[], p:
       ) as t(player_id, external_id, language, currency, country, name, device, os, browser, platform, first_seen,
              last_seen, last_login, event_count, money_text, consent_text, first_deposit_at, first_deposit_amount,
              first_deposit_currency, last_deposit_at)
-    ), d as (
-      -- jsonb travels as text: the driver would otherwise encode each element as a JSON string.
-      select dt.*, money_text::jsonb as money, consent_text::jsonb as consent from dt
     ), locked as materialized (
-      select player_id from player_profiles where player_id = any(${ids}::uuid[]) order by player_id for update
+      -- The rows as locked: with a concurrent group's update waited for, this is its committed version,
+      -- so no_deposit_before sees a first deposit it just recorded (the statement's snapshot would not).
+      select p.player_id, p.first_deposit_at is null as no_deposit_before
+      from d join player_profiles p on p.player_id = d.player_id order by p.player_id for update of p
     ), upd as (
       update player_profiles p set
         language = coalesce(d.language, p.language),
@@ -98,19 +101,18 @@ export async function updateProfiles(tx: Tx, tenantId: string, ids: string[], p:
         bet_rollback_total = p.bet_rollback_total + respin_money(d.money, coalesce(d.currency, p.currency), 'bet_rollback_total'),
         win_rollback_total = p.win_rollback_total + respin_money(d.money, coalesce(d.currency, p.currency), 'win_rollback_total'),
         bonus_cost = p.bonus_cost + respin_money(d.money, coalesce(d.currency, p.currency), 'bonus_cost'),
-        totals_by_currency = case when d.money is null then p.totals_by_currency
-          else respin_merge_totals(p.totals_by_currency, d.money, coalesce(d.currency, p.currency)) end,
+        -- respin_merge_totals is not inlined (a subquery): call it only when other currencies are there.
+        totals_by_currency = case when d.money is null or (d.money - coalesce(d.currency, p.currency) - '') = '{}'::jsonb
+          then p.totals_by_currency else respin_merge_totals(p.totals_by_currency, d.money, coalesce(d.currency, p.currency)) end,
         consent = case when d.consent is null then p.consent else p.consent || d.consent end,
         first_deposit_at = coalesce(p.first_deposit_at, d.first_deposit_at),
         first_deposit_amount = case when p.first_deposit_at is null then d.first_deposit_amount else p.first_deposit_amount end,
         last_deposit_at = greatest(p.last_deposit_at, d.last_deposit_at),
         updated_at = now()
-      from d
-        join locked l on l.player_id = d.player_id
-        join player_profiles old on old.player_id = d.player_id
+      from d join locked l on l.player_id = d.player_id
       where p.player_id = d.player_id
       returning p.player_id, p.brand_id, d.external_id,
-        (old.first_deposit_at is null and d.first_deposit_at is not null) as converted,
+        (l.no_deposit_before and d.first_deposit_at is not null) as converted,
         d.first_deposit_at, d.first_deposit_amount, coalesce(d.first_deposit_currency, p.currency) as first_deposit_currency
     ), ob as (
       insert into outbox (tenant_id, brand_id, event, data)
