@@ -94,8 +94,13 @@ function line(name: string, r: LoadResult, eventsPerRequest: number, cpu: number
   return `| ${name} | ${Math.round(evs).toLocaleString('en')} | ${Math.round(r.requests / r.seconds).toLocaleString('en')} | ${pct(r.latenciesMs, 50).toFixed(1)} | ${pct(r.latenciesMs, 95).toFixed(1)} | ${pct(r.latenciesMs, 99).toFixed(1)} | ${r.errors} | ${r.stored.toLocaleString('en')} / ${r.deduped.toLocaleString('en')} | ${Math.round(cpuPerEvent)} |`
 }
 
-async function scenario(mode: 'servers' | 'embedded'): Promise<{ lines: string[]; batchEps: number }> {
-  const env = mode === 'servers' ? {} : { DATABASE_URL: undefined, REDIS_URL: undefined, CLICKHOUSE_URL: undefined }
+type AckAfter = 'clickhouse' | 'postgres'
+
+async function scenario(mode: 'servers' | 'embedded', ackAfter: AckAfter): Promise<{ lines: string[]; batchEps: number }> {
+  const env = {
+    INGEST_ACK_AFTER: ackAfter,
+    ...(mode === 'servers' ? {} : { DATABASE_URL: undefined, REDIS_URL: undefined, CLICKHOUSE_URL: undefined }),
+  }
   const server = await startServer(env)
   try {
     const keys: string[] = []
@@ -120,14 +125,17 @@ async function scenario(mode: 'servers' | 'embedded'): Promise<{ lines: string[]
     const batches = await runLoad({ port: server.port, keys, bodies: batchBodies, concurrency: BATCH_CONCURRENCY, durationMs: BATCH_SECONDS * 1000 })
     const batchCpu = cpuSeconds(pid) - cpu0
     if (threads0) out(`  ${mode}, batches: server CPU µs/event by thread: ${threadLine(threads0, threadCpu(pid), batches.requests * 100)}`)
-    const label = mode === 'servers' ? 'PostgreSQL + Redis + chDB' : 'embedded (PGlite + chDB, no Redis)'
+    const label = `${mode === 'servers' ? 'PostgreSQL + Redis + chDB' : 'embedded (PGlite + chDB, no Redis)'}, ack after ${ackAfter === 'clickhouse' ? 'ClickHouse insert' : 'PostgreSQL spool'}`
+    if (ackAfter === 'postgres' && mode === 'servers') await reportSpoolDrain(server.dir)
     const lines = [line(`${label}, batches of 100 (${BATCH_CONCURRENCY} in flight)`, batches, 100, batchCpu)]
     if (batches.errors) out(`  non-200 answers: batches ${JSON.stringify(batches.statuses)}`)
     if (SINGLE_SECONDS > 0) {
       const singleBodies = keys.map(() => makeBodies({ count: 40_000, batchSize: 1, players: PLAYERS, repeatShare: REPEAT_SHARE }))
       cpu0 = cpuSeconds(pid)
+      const singleThreads0 = process.env.BENCH_THREADS === '1' ? threadCpu(pid) : undefined
       const singles = await runLoad({ port: server.port, keys, bodies: singleBodies, concurrency: SINGLE_CONCURRENCY, durationMs: SINGLE_SECONDS * 1000 })
       const singleCpu = cpuSeconds(pid) - cpu0
+      if (singleThreads0) out(`  ${mode}, singles: server CPU µs/event by thread: ${threadLine(singleThreads0, threadCpu(pid), singles.requests)}`)
       if (singles.errors) out(`  non-200 answers: singles ${JSON.stringify(singles.statuses)}`)
       lines.push(line(`${label}, single events (${SINGLE_CONCURRENCY} in flight)`, singles, 1, singleCpu))
     }
@@ -139,6 +147,25 @@ async function scenario(mode: 'servers' | 'embedded'): Promise<{ lines: string[]
     server.proc.kill('SIGTERM')
     await new Promise((r) => server.proc.once('exit', r))
     rmSync(server.dir, { recursive: true, force: true })
+  }
+}
+
+/**
+ * Spool mode acknowledges before ClickHouse has the events: after the load, say how far the flusher was
+ * behind and how long it took to catch up (PostgreSQL server only; PGlite is locked by the server).
+ */
+async function reportSpoolDrain(dataDir: string) {
+  const sink = `chdb:${readFileSync(join(dataDir, 'clickhouse', 'respin-instance-id'), 'utf8').trim()}`
+  const { default: postgres } = await import('postgres')
+  const pg = postgres(process.env.DATABASE_URL as string, { max: 1, onnotice: () => {} })
+  try {
+    const backlog = async () => Number((await pg<{ n: string }[]>`select coalesce(sum(row_count), 0) as n from event_spool where sink = ${sink}`)[0]?.n)
+    const atEnd = await backlog()
+    const t0 = performance.now()
+    while ((await backlog()) > 0 && performance.now() - t0 < 60_000) await new Promise((r) => setTimeout(r, 50))
+    out(`  spool: ${atEnd.toLocaleString('en')} events not yet in ClickHouse when the load stopped; all flushed ${Math.round(performance.now() - t0)} ms later`)
+  } finally {
+    await pg.end()
   }
 }
 
@@ -196,16 +223,20 @@ async function ceiling(): Promise<{ big: number; small: number }> {
 out(`machine: ${cpus()[0]?.model ?? '?'} x${availableParallelism()}, node ${process.version}; ${TENANTS} tenants x ${PLAYERS} players; ~20% money events, ${REPEAT_SHARE * 100}% re-sent event_ids; rate limit off`)
 const results: string[] = []
 let best = 0
-if (process.env.DATABASE_URL && process.env.REDIS_URL) {
-  const r = await scenario('servers')
-  results.push(...r.lines)
-  best = r.batchEps
-} else out('DATABASE_URL and REDIS_URL not both set: skipping the PostgreSQL + Redis run')
-// BENCH_EMBEDDED=0 / BENCH_CEILING=0 / BENCH_SINGLE_SECONDS=0 skip those parts (handy while iterating).
-if (process.env.BENCH_EMBEDDED !== '0') {
-  const emb = await scenario('embedded')
-  results.push(...emb.lines)
-  best ||= emb.batchEps
+// BENCH_ACK=clickhouse|postgres runs one acknowledgement mode only (both by default).
+const ackModes = (process.env.BENCH_ACK ? [process.env.BENCH_ACK] : ['clickhouse', 'postgres']) as AckAfter[]
+for (const ack of ackModes) {
+  if (process.env.DATABASE_URL && process.env.REDIS_URL) {
+    const r = await scenario('servers', ack)
+    results.push(...r.lines)
+    best = Math.max(best, r.batchEps)
+  } else out('DATABASE_URL and REDIS_URL not both set: skipping the PostgreSQL + Redis run')
+  // BENCH_EMBEDDED=0 / BENCH_CEILING=0 / BENCH_SINGLE_SECONDS=0 skip those parts (handy while iterating).
+  if (process.env.BENCH_EMBEDDED !== '0') {
+    const emb = await scenario('embedded', ack)
+    results.push(...emb.lines)
+    if (!process.env.DATABASE_URL) best = Math.max(best, emb.batchEps)
+  }
 }
 const ceil = process.env.BENCH_CEILING === '0' ? undefined : await ceiling()
 out('')

@@ -41,8 +41,8 @@ export interface PipelineOptions {
   maxGroupEvents: number
   /** Run the PostgreSQL statements while the ClickHouse insert runs (PostgreSQL server only). */
   overlapWrites: boolean
-  /** Under load, ClickHouse inserts start at most this often (ms); an idle writer inserts at once. */
-  chMinIntervalMs?: number
+  /** An idle ClickHouse writer given a small payload waits this long for more (0: insert at once). */
+  chLingerMs?: number
   /** Spool mode: above this many events waiting for ClickHouse, requests get 503. */
   maxSpooledEvents?: number
 }
@@ -81,7 +81,7 @@ export function createPipeline(deps: {
   spool?: Spool
 }): Pipeline {
   const { sql, dedupe, pool, log, options } = deps
-  const chWriter = createChWriter(deps.ch, deps.ch.kind === 'chdb' ? 1 : 2, options.chMinIntervalMs ?? 0)
+  const chWriter = createChWriter(deps.ch, deps.ch.kind === 'chdb' ? 1 : 2, options.chLingerMs ?? 0)
   const profiles = deps.profiles ?? createProfileWriter()
   const mailboxes = new Map<string, Mailbox>()
   let idleWaiters: (() => void)[] = []
@@ -317,18 +317,17 @@ async function withRetries<T>(log: Logger, fn: () => Promise<T>): Promise<T> {
 
 /**
  * Coalesces the rows of every tenant's group into few ClickHouse inserts. chDB's cost is per part, not
- * per row (~5 ms of CPU to write a part, more to merge it later, against ~4 µs per RowBinary row), so
- * under load inserts start at most every `minIntervalMs` and take everything that arrived meanwhile.
- * An idle writer inserts at once: the interval costs latency only when there is load to amortise.
+ * per row (~6 ms of CPU to write a part and about as much to merge it later, against ~2-4 µs per
+ * RowBinary row), so while one insert runs the next one collects everything that arrives, and an idle
+ * writer given a small payload waits lingerMs for company.
  */
-function createChWriter(ch: ClickHouse, maxInFlight: number, minIntervalMs: number) {
+function createChWriter(ch: ClickHouse, maxInFlight: number, lingerMs: number) {
   const MAX_BYTES = 32 * 1024 * 1024
-  /** This much waiting starts an insert without waiting for the interval (~5,000 rows). */
-  const FULL_BYTES = 2 * 1024 * 1024
+  /** Below this (~300 rows), an idle writer lingers. */
+  const LINGER_BELOW_BYTES = 128 * 1024
   let queue: { buf: Uint8Array; resolve(): void; reject(err: unknown): void }[] = []
   let queuedBytes = 0
   let inFlight = 0
-  let lastStart = Number.NEGATIVE_INFINITY
   let timer: NodeJS.Timeout | undefined
   const insert = (rows: Uint8Array) => ch.insertRowBinary('events', EVENT_COLUMNS, rows)
   const pump = () => {
@@ -337,11 +336,6 @@ function createChWriter(ch: ClickHouse, maxInFlight: number, minIntervalMs: numb
       timer = undefined
     }
     while (inFlight < maxInFlight && queue.length) {
-      const wait = lastStart + minIntervalMs - performance.now()
-      if (wait > 0 && queuedBytes < FULL_BYTES) {
-        timer = setTimeout(pump, wait)
-        return
-      }
       let bytes = 0
       let n = 0
       while (n < queue.length && (n === 0 || bytes + (queue[n] as { buf: Uint8Array }).buf.length <= MAX_BYTES)) {
@@ -352,7 +346,6 @@ function createChWriter(ch: ClickHouse, maxInFlight: number, minIntervalMs: numb
       queue = queue.slice(n)
       queuedBytes -= bytes
       inFlight++
-      lastStart = performance.now()
       const payload = batch.length === 1 ? (batch[0] as { buf: Uint8Array }).buf : Buffer.concat(batch.map((b) => b.buf), bytes)
       insert(payload).then(
         () => {
@@ -374,7 +367,8 @@ function createChWriter(ch: ClickHouse, maxInFlight: number, minIntervalMs: numb
       return new Promise<void>((resolve, reject) => {
         queue.push({ buf: rows, resolve, reject })
         queuedBytes += rows.length
-        pump()
+        if (inFlight > 0 || lingerMs <= 0 || queuedBytes >= LINGER_BELOW_BYTES) pump()
+        else timer ??= setTimeout(pump, lingerMs)
       })
     },
   }

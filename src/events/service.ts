@@ -17,7 +17,7 @@ export interface IngestEngine {
   spool?: Spool
 }
 
-export const DEFAULT_PIPELINE_OPTIONS = { maxQueuedEvents: 20_000, maxGroupEvents: 5_000, chMinIntervalMs: 20, maxSpooledEvents: 2_000_000 }
+export const DEFAULT_PIPELINE_OPTIONS = { maxQueuedEvents: 20_000, maxGroupEvents: 5_000, chLingerMs: 4, maxSpooledEvents: 2_000_000 }
 
 /** Background service: registered in app.ts, it sets ctx.ingest for the route. */
 export async function startIngestService(ctx: AppContext) {
