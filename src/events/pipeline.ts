@@ -227,11 +227,14 @@ export function createPipeline(deps: {
         // One transaction: the events are acknowledged exactly when the profiles are.
         await withRetries(log, () =>
           sql.begin(async (tx) => {
-            await profiles.write(tx, tenantId, result.players, result.statuses).catch((err: unknown) => {
-              profiles.forget(result.players)
-              throw err
-            })
-            await spool.append(tx, result.rows, result.rowCount)
+            // Issued together, so the driver pipelines the spool insert with the profile statements.
+            await Promise.all([
+              profiles.write(tx, tenantId, result.players, result.statuses).catch((err: unknown) => {
+                profiles.forget(result.players)
+                throw err
+              }),
+              spool.append(tx, result.rows, result.rowCount),
+            ])
           }),
         )
         inClickHouse = true // durable: from here on the ids count as stored
