@@ -8,6 +8,8 @@
 //
 // A request is answered only after its events are in ClickHouse and its players/profiles are committed
 // in PostgreSQL. Any failure before the ClickHouse insert releases the claimed ids, so the retry stores.
+// With a spool (INGEST_ACK_AFTER=postgres, spool.ts) the ClickHouse insert is replaced by the group's rows
+// joining the PostgreSQL transaction; the spool's flusher inserts them into ClickHouse later.
 import type { TransactionSql } from 'postgres'
 import type { ClickHouse } from '../db/clickhouse.ts'
 import type { Sql } from '../db/postgres.ts'
@@ -182,7 +184,8 @@ export function createPipeline(deps: {
     if (toStore === 0) return
 
     // 2..4. Transform, ClickHouse, PostgreSQL. A failure before the ClickHouse insert frees the ids.
-    let inClickHouse = false
+    /** The events are durably stored (ClickHouse insert done, or spool committed): the ids count as stored. */
+    let durable = false
     try {
       const total = items.reduce((a, it) => a + it.raw.length, 0)
       const bodies = new Uint8Array(total)
@@ -237,7 +240,7 @@ export function createPipeline(deps: {
             ])
           }),
         )
-        inClickHouse = true // durable: from here on the ids count as stored
+        durable = true
         if (log.isLevelEnabled('debug')) {
           log.debug({ tenantId, requests: items.length, events: toStore, dedupeMs: ms(t0, t1), transformMs: ms(t1, t2), postgresMs: ms(t2, performance.now()) }, 'ingest group spooled')
         }
@@ -251,7 +254,7 @@ export function createPipeline(deps: {
           throw err
         })
       const chWrite = chWriter.write(result.rows).then(() => {
-        inClickHouse = true
+        durable = true
         t3 = performance.now()
       })
       if (options.overlapWrites) {
@@ -267,7 +270,7 @@ export function createPipeline(deps: {
         } catch (err) {
           // The insert may still be running: its outcome decides whether the ids are stored.
           await chWrite.catch(() => {})
-          if (!inClickHouse) throw err
+          if (!durable) throw err
           log.warn({ err, tenantId }, 'ingest: postgres write failed after the clickhouse insert, retrying')
           await withRetries(log, () => sql.begin((tx) => writePostgres(tx)))
         }
@@ -279,7 +282,7 @@ export function createPipeline(deps: {
         log.debug({ tenantId, requests: items.length, events: toStore, players: result.players.brand_id.length, dedupeMs: ms(t0, t1), transformMs: ms(t1, t2), clickhouseMs: ms(t2, t3), storesMs: ms(t2, performance.now()) }, 'ingest group written')
       }
     } catch (err) {
-      if (!inClickHouse) {
+      if (!durable) {
         await claim.release()
         if (err instanceof AppError) throw err
         log.error({ err, tenantId }, 'ingest: write failed, nothing stored')
