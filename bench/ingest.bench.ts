@@ -118,7 +118,10 @@ async function scenario(mode: 'servers' | 'embedded', ackAfter: AckAfter): Promi
     )
     await sendAll(server.port, keys, reg)
 
-    const batchBodies = keys.map(() => makeBodies({ count: 1200, batchSize: 100, players: PLAYERS, repeatShare: REPEAT_SHARE }))
+    // Enough distinct bodies for ~30k events/s over the whole run: a load that wraps around would re-send
+    // every event and measure the dedupe path only.
+    const batchCount = Math.max(1200, Math.ceil((BATCH_SECONDS * 30_000) / 100 / TENANTS))
+    const batchBodies = keys.map(() => makeBodies({ count: batchCount, batchSize: 100, players: PLAYERS, repeatShare: REPEAT_SHARE }))
     const pid = server.proc.pid as number
     let cpu0 = cpuSeconds(pid)
     const threads0 = process.env.BENCH_THREADS === '1' ? threadCpu(pid) : undefined
@@ -130,7 +133,7 @@ async function scenario(mode: 'servers' | 'embedded', ackAfter: AckAfter): Promi
     const lines = [line(`${label}, batches of 100 (${BATCH_CONCURRENCY} in flight)`, batches, 100, batchCpu)]
     if (batches.errors) out(`  non-200 answers: batches ${JSON.stringify(batches.statuses)}`)
     if (SINGLE_SECONDS > 0) {
-      const singleBodies = keys.map(() => makeBodies({ count: 40_000, batchSize: 1, players: PLAYERS, repeatShare: REPEAT_SHARE }))
+      const singleBodies = keys.map(() => makeBodies({ count: Math.max(40_000, Math.ceil((SINGLE_SECONDS * 15_000) / TENANTS)), batchSize: 1, players: PLAYERS, repeatShare: REPEAT_SHARE }))
       cpu0 = cpuSeconds(pid)
       const singleThreads0 = process.env.BENCH_THREADS === '1' ? threadCpu(pid) : undefined
       const singles = await runLoad({ port: server.port, keys, bodies: singleBodies, concurrency: SINGLE_CONCURRENCY, durationMs: SINGLE_SECONDS * 1000 })
