@@ -91,7 +91,7 @@ async function openServer(url: string, log: Logger): Promise<ClickHouse> {
     insertRowBinary(table, columns, rows, opts) {
       const query_id = nextQueryId()
       const query = `INSERT INTO ${identifier(table)} (${columns.map(([name]) => identifier(name)).join(', ')}) FORMAT RowBinary`
-      const clickhouse_settings = opts?.dedupeToken ? { insert_deduplication_token: opts.dedupeToken } : undefined
+      const clickhouse_settings = { ...INSERT_SETTINGS, ...(opts?.dedupeToken ? { insert_deduplication_token: opts.dedupeToken } : {}) }
       return run('insert', query_id, async () => {
         const values = Readable.from([Buffer.from(rows.buffer, rows.byteOffset, rows.byteLength)])
         const res = await client.exec({ query, values, query_id, clickhouse_settings })
@@ -190,8 +190,16 @@ function instanceId(dir: string): string {
  * Per-insert settings for chDB, each measured on 100-row inserts into the events table (2 cores):
  * one thread for a small INSERT ... SELECT (no pipeline fan-out), and no query/processor/profile-event
  * logging, which an embedded engine has nowhere to show anyway. Together ~15% of an insert's CPU.
+ * Plus the partition limit of INSERT_SETTINGS (below).
  */
-const CHDB_INSERT_SETTINGS = 'max_threads = 1, max_insert_threads = 1, log_queries = 0, log_processors_profiles = 0, log_profile_events = 0'
+const CHDB_INSERT_SETTINGS = 'max_threads = 1, max_insert_threads = 1, log_queries = 0, log_processors_profiles = 0, log_profile_events = 0, max_partitions_per_insert_block = 0'
+
+/**
+ * Every insert of events: no limit on the months (partitions) one insert touches. Accepted timestamps
+ * span 2000 to tomorrow, and a spooled group is already acknowledged when it is flushed: ClickHouse's
+ * default limit of 100 would make such a flush fail forever.
+ */
+const INSERT_SETTINGS = { max_partitions_per_insert_block: '0' }
 
 function identifier(name: string): string {
   if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new Error(`invalid ClickHouse identifier: ${name}`)

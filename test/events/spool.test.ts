@@ -68,3 +68,15 @@ t.test('a flush interrupted before its ClickHouse insert is redone', async (t) =
   await spool().flush()
   t.equal(await storedCount(h, tenant.id), 7)
 })
+
+t.test('a group spanning more than 100 months is flushed (no partition limit per insert)', async (t) => {
+  const tenant = await h.createTenant()
+  // ClickHouse refuses inserts touching more than 100 partitions by default; a spooled group is already
+  // acknowledged, so its flush must not be refused for that.
+  const events = Array.from({ length: 101 }, (_, m) => ev({ timestamp: new Date(Date.UTC(2001, m, 15)).toISOString() }))
+  const res = await post(h, tenant.key, { events: events.slice(0, 100) })
+  t.equal(res.status, 200, res.text)
+  t.equal((await post(h, tenant.key, events[100])).status, 200)
+  await spool().flush()
+  t.equal(await storedCount(h, tenant.id), 101)
+})
