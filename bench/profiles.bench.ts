@@ -15,9 +15,9 @@ import postgres from 'postgres'
 import { migratePostgres } from '../src/db/migrate.ts'
 import { openPostgres } from '../src/db/postgres.ts'
 import { createProfileWriter } from '../src/events/profiles.ts'
-import { transformGroup, type PlayerColumns, type StatusColumns } from '../src/events/transform.ts'
+import type { PlayerColumns, StatusColumns } from '../src/events/transform.ts'
 import { createLogger } from '../src/lib/log.ts'
-import { makeBodies } from './ingest/workload.ts'
+import { makeBodies, transformBodies } from './ingest/workload.ts'
 
 const GROUPS = Number(process.env.BENCH_GROUPS ?? 300)
 const GROUP_EVENTS = Number(process.env.BENCH_GROUP_EVENTS ?? 500)
@@ -55,26 +55,10 @@ function cpuDelta(a: Map<number, number>, b: Map<number, number>, only?: Set<num
   return s
 }
 
-/** One group: the request bodies back to back, as the pipeline hands them to the workers. */
+/** One group's players and statuses, from the workers' transform. */
 function transform(tenantId: string, brandId: string, list: string[]) {
-  const bufs = list.map((b) => Buffer.from(b))
-  const all = new Uint8Array(bufs.reduce((a, b) => a + b.length, 0))
-  const bounds = new Int32Array(bufs.length * 2)
-  let off = 0
-  let events = 0
-  bufs.forEach((b, i) => {
-    all.set(b, off)
-    bounds[2 * i] = off
-    off += b.length
-    bounds[2 * i + 1] = off
-    const body = JSON.parse(list[i] as string) as { events?: unknown[] }
-    events += Array.isArray(body.events) ? body.events.length : 1
-  })
-  const r = transformGroup({
-    tenantId, bodies: all, bounds, brandIds: list.map(() => brandId), mappingKeys: list.map(() => '0'),
-    receivedAt: list.map(() => Date.now()), keep: new Uint8Array(events).fill(1), mappings: { '0': { rules: [] } }, seqBase: 1,
-  })
-  return { players: r.players, statuses: r.statuses, events }
+  const r = transformBodies(list, { tenantId, brandId })
+  return { players: r.players, statuses: r.statuses, events: r.events }
 }
 
 const url = new URL(process.env.DATABASE_URL)

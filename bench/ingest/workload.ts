@@ -1,6 +1,7 @@
 // Synthetic operator traffic: several tenants, ~10k players each, realistic canonical events with ~20%
 // money events, and a share of re-sent event_ids (client retries) that must come back as duplicates.
 import { randomBytes } from 'node:crypto'
+import { type TransformResult, transformGroup } from '../../src/events/transform.ts'
 
 const COUNTRIES = ['SE', 'DE', 'GB', 'FI', 'NO', 'ES', 'IT', 'BR', 'CA', 'MT']
 const GAMES = ['book-of-ra', 'starburst', 'gates-of-olympus', 'sweet-bonanza', 'blackjack', 'roulette', 'crazy-time']
@@ -49,4 +50,26 @@ export function makeBodies(opts: { count: number; batchSize: number; players: nu
     bodies.push(JSON.stringify(opts.batchSize === 1 ? events[0] : { events }))
   }
   return bodies
+}
+
+/** The workers' transform over these request bodies as one group, as the pipeline hands them over. */
+export function transformBodies(list: string[], ids: { tenantId: string; brandId: string }): TransformResult & { events: number } {
+  const bufs = list.map((b) => Buffer.from(b))
+  const all = new Uint8Array(bufs.reduce((a, b) => a + b.length, 0))
+  const bounds = new Int32Array(bufs.length * 2)
+  let off = 0
+  let events = 0
+  bufs.forEach((b, i) => {
+    all.set(b, off)
+    bounds[2 * i] = off
+    off += b.length
+    bounds[2 * i + 1] = off
+    const body = JSON.parse(list[i] as string) as { events?: unknown[] }
+    events += Array.isArray(body.events) ? body.events.length : 1
+  })
+  const result = transformGroup({
+    tenantId: ids.tenantId, bodies: all, bounds, brandIds: list.map(() => ids.brandId), mappingKeys: list.map(() => '0'),
+    receivedAt: list.map(() => Date.now()), keep: new Uint8Array(events).fill(1), mappings: { '0': { rules: [] } }, seqBase: 1,
+  })
+  return { ...result, events }
 }
