@@ -86,10 +86,18 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
     backlogEvents = Number(left?.n ?? 0)
   }
 
+  // chDB's data directory belongs to one process at a time (a pid lock), so once a full flush has
+  // succeeded, rows of other writers for this sink (earlier processes) cannot appear again: verifications
+  // then need no flush. A ClickHouse server is shared by every process, so there they always flush.
+  let othersPossible = true
   /** Flushes run one at a time per process, each after those already asked for. */
   let chain: Promise<void> = Promise.resolve()
   function flush(scope: 'all' | 'others' = 'all'): Promise<void> {
-    const run = chain.then(() => flushOnce(scope))
+    if (scope === 'others' && !othersPossible) return Promise.resolve()
+    const run = chain.then(async () => {
+      await flushOnce(scope)
+      if (scope === 'all' && ch.kind === 'chdb') othersPossible = false
+    })
     chain = run.catch(() => {})
     return run
   }
