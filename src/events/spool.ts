@@ -44,6 +44,7 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
   const writer = randomUUID()
   let backlogEvents = 0
   let timer: NodeJS.Timeout | undefined
+  let stopped = false
 
   async function insertBatch(batch: string): Promise<number> {
     const parts = await sql<{ rows: Buffer; row_count: number }[]>`
@@ -112,6 +113,7 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
     backlog: () => backlogEvents,
     start() {
       const tick = () => {
+        if (stopped) return // a flush that was running when stop() came in
         timer = setTimeout(() => {
           flush('all').then(
             () => tick(),
@@ -126,6 +128,7 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
       tick()
     },
     async stop() {
+      stopped = true
       if (timer) clearTimeout(timer)
       timer = undefined
       await flush('all').catch((err: unknown) => {
