@@ -45,8 +45,6 @@ export interface PipelineOptions {
   overlapWrites: boolean
   /** An idle ClickHouse writer given a small payload waits this long for more (0: insert at once). */
   chLingerMs?: number
-  /** Spool mode: above this many events waiting for ClickHouse, requests get 503. */
-  maxSpooledEvents?: number
 }
 
 export interface Pipeline {
@@ -106,7 +104,7 @@ export function createPipeline(deps: {
     if (box.queuedEvents + n > options.maxQueuedEvents && box.queue.length > 0) {
       return Promise.reject(unavailable('ingestion backlog of this tenant is full; retry shortly'))
     }
-    if (deps.spool && deps.spool.backlog() > (options.maxSpooledEvents ?? Number.POSITIVE_INFINITY)) {
+    if (deps.spool?.full()) {
       return Promise.reject(unavailable('events are not reaching ClickHouse; retry later'))
     }
     const mailbox = box

@@ -17,12 +17,14 @@ export interface IngestEngine {
   spool?: Spool
 }
 
-export const DEFAULT_PIPELINE_OPTIONS = { maxQueuedEvents: 20_000, maxGroupEvents: 5_000, chLingerMs: 4, maxSpooledEvents: 2_000_000 }
+export const DEFAULT_PIPELINE_OPTIONS = { maxQueuedEvents: 20_000, maxGroupEvents: 5_000, chLingerMs: 4 }
+/** Spool mode: with this many events waiting for ClickHouse, requests get 503 (and health says so). */
+const MAX_SPOOLED_EVENTS = 2_000_000
 
 /** Background service: registered in app.ts, it sets ctx.ingest for the route. */
 export async function startIngestService(ctx: AppContext) {
   const pool = createIngestPool()
-  const spool = ctx.config.ingestAckAfter === 'postgres' ? createSpool({ sql: ctx.sql, ch: ctx.ch, log: ctx.log, intervalMs: ctx.config.ingestFlushIntervalMs }) : undefined
+  const spool = ctx.config.ingestAckAfter === 'postgres' ? createSpool({ sql: ctx.sql, ch: ctx.ch, log: ctx.log, intervalMs: ctx.config.ingestFlushIntervalMs, maxBacklog: MAX_SPOOLED_EVENTS }) : undefined
   if (spool) {
     // Events a previous process acknowledged but did not flush go first, so ClickHouse is complete for
     // the dedupe checks of this one.

@@ -27,6 +27,8 @@ export interface Spool {
   flush(scope?: 'all' | 'others'): Promise<void>
   /** Events spooled and not yet in ClickHouse, as of the last flush cycle plus what was appended since. */
   backlog(): number
+  /** The backlog is at its limit: new requests should be refused until the flusher catches up. */
+  full(): boolean
   /** Flushes every intervalMs until stop(). */
   start(): void
   /** Stops the timer and flushes what is left (logs if ClickHouse is unreachable: the rows stay spooled). */
@@ -38,7 +40,7 @@ const GROUPS_PER_FLUSH = 100
 /** A claimed batch still in the spool after this long was left by a flusher that died: redo it. */
 const ABANDONED_AFTER_SEC = 10
 
-export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; intervalMs: number }): Spool {
+export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; intervalMs: number; maxBacklog: number }): Spool {
   const { sql, ch, log } = deps
   const sink = ch.sinkId
   const writer = randomUUID()
@@ -111,6 +113,7 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
     },
     flush,
     backlog: () => backlogEvents,
+    full: () => backlogEvents >= deps.maxBacklog,
     start() {
       const tick = () => {
         if (stopped) return // a flush that was running when stop() came in

@@ -8,7 +8,13 @@ const CHECK_TIMEOUT_MS = 1000
 /** Health answers from a result at most this old, so a busy load balancer does not load the stores. */
 const HEALTH_CACHE_MS = 1000
 
-const Check = Type.Object({ status: Type.Union([Type.Literal('ok'), Type.Literal('fail'), Type.Literal('embedded')]), latency_ms: Type.Optional(Type.Number()), error: Type.Optional(Type.String()) })
+const Check = Type.Object({
+  status: Type.Union([Type.Literal('ok'), Type.Literal('fail'), Type.Literal('embedded')]),
+  latency_ms: Type.Optional(Type.Number()),
+  error: Type.Optional(Type.String()),
+  /** ingest_spool only (INGEST_ACK_AFTER=postgres): events acknowledged and not yet in ClickHouse. */
+  backlog: Type.Optional(Type.Integer()),
+})
 const Health = Type.Object(
   {
     status: Type.Union([Type.Literal('ok'), Type.Literal('degraded')]),
@@ -20,7 +26,7 @@ const Health = Type.Object(
   { $id: 'Health' },
 )
 
-type CheckResult = { status: 'ok' | 'fail' | 'embedded'; latency_ms?: number; error?: string }
+type CheckResult = { status: 'ok' | 'fail' | 'embedded'; latency_ms?: number; error?: string; backlog?: number }
 
 async function timed(fn: () => Promise<void>): Promise<CheckResult> {
   const started = performance.now()
@@ -46,7 +52,14 @@ function runChecks(ctx: AppContext) {
       timed(() => ctx.ch.ping(CHECK_TIMEOUT_MS)),
       ctx.redis ? timed(() => pingRedis(ctx.redis!, CHECK_TIMEOUT_MS)) : Promise.resolve<CheckResult>({ status: 'embedded' }),
     ])
-    const checks = { postgres, clickhouse, redis }
+    const checks: Record<string, CheckResult> = { postgres, clickhouse, redis }
+    const spool = ctx.ingest?.spool
+    if (spool) {
+      const backlog = spool.backlog()
+      checks.ingest_spool = spool.full()
+        ? { status: 'fail', backlog, error: 'too many events waiting for ClickHouse: ingestion answers 503 until the flusher catches up' }
+        : { status: 'ok', backlog }
+    }
     entry.value = { healthy: Object.values(checks).every((c) => c.status !== 'fail'), checks }
     return entry.value
   })()

@@ -3,6 +3,7 @@
 import t from 'tap'
 import { EVENT_COLUMNS } from '../../src/events/event-rows.ts'
 import type { Spool } from '../../src/events/spool.ts'
+import { transformGroup } from '../../src/events/transform.ts'
 import { startHarness } from '../helpers/harness.ts'
 import { ev, post, storedCount } from './helpers.ts'
 
@@ -79,4 +80,30 @@ t.test('a group spanning more than 100 months is flushed (no partition limit per
   t.equal((await post(h, tenant.key, events[100])).status, 200)
   await spool().flush()
   t.equal(await storedCount(h, tenant.id), 101)
+})
+
+t.test('health shows the spool backlog; a full spool fails the check and refuses events', async (t) => {
+  const tenant = await h.createTenant()
+  t.equal((await post(h, tenant.key, { events: [ev(), ev(), ev()] })).status, 200)
+  const health = await h.request('GET', '/health')
+  t.equal(health.status, 200, health.text)
+  t.equal(health.body.checks.ingest_spool.status, 'ok')
+  t.ok(health.body.checks.ingest_spool.backlog >= 3, `backlog ${health.body.checks.ingest_spool.backlog}`)
+
+  // A spool with a limit of 3 events, over the same stores: full once 3 are waiting.
+  const { createSpool } = await import('../../src/events/spool.ts')
+  const small = createSpool({ sql, ch: h.app.ctx.ch, log: h.app.ctx.log, intervalMs: 3_600_000, maxBacklog: 3 })
+  t.equal(small.full(), false)
+  const other = await h.createTenant()
+  const body = Buffer.from(JSON.stringify({ events: [ev(), ev(), ev()] }))
+  const { rows, rowCount } = transformGroup({
+    tenantId: other.id, bodies: body, bounds: Int32Array.of(0, body.length), brandIds: [other.brand.id], mappingKeys: ['0'],
+    receivedAt: [Date.now()], keep: new Uint8Array(3).fill(1), mappings: { '0': { rules: [] } }, seqBase: Date.now() * 1024,
+  })
+  await sql.begin((tx) => small.append(tx, rows, rowCount))
+  t.equal(small.full(), true)
+  await small.flush()
+  t.equal(small.full(), false, 'the flush brings the backlog back to what is really waiting')
+  t.equal(await storedCount(h, other.id), 3)
+  await spool().flush()
 })
