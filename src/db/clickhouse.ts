@@ -8,11 +8,13 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { rm, writeFile } from 'node:fs/promises'
 import { resolve } from 'node:path'
 import { Readable } from 'node:stream'
-import type { EventColumns } from '../events/event-rows.ts'
 import type { Logger } from '../lib/log.ts'
 import { withTimeout } from './postgres.ts'
 
 export type Params = Record<string, unknown>
+
+/** Column names and ClickHouse types, in the order the rows are encoded. */
+export type Columns = readonly (readonly [name: string, type: string])[]
 
 export interface ClickHouse {
   kind: 'server' | 'chdb'
@@ -26,7 +28,7 @@ export interface ClickHouse {
    * Insert rows already encoded as RowBinary, with exactly these columns in this order. With a
    * dedupeToken, an insert repeating an earlier one's token is dropped (see clickhouse/0002_*.sql).
    */
-  insertRowBinary(table: string, columns: EventColumns, rows: Uint8Array, opts?: { dedupeToken?: string }): Promise<void>
+  insertRowBinary(table: string, columns: Columns, rows: Uint8Array, opts?: { dedupeToken?: string }): Promise<void>
   ping(timeoutMs: number): Promise<void>
   close(): Promise<void>
 }

@@ -38,8 +38,6 @@ export const EVENT_COLUMNS = [
   ['raw', 'String'],
 ] as const
 
-export type EventColumns = readonly (readonly [name: string, type: string])[]
-
 const TWO_32 = 4294967296
 
 /**

@@ -223,20 +223,17 @@ export function createPipeline(deps: {
         seqBase: nextSeq(toStore),
       })
       const t2 = performance.now()
+      const writePostgres = (tx: TransactionSql) =>
+        profiles.write(tx, tenantId, result.players, result.statuses).catch((err: unknown) => {
+          profiles.forget(result.players)
+          throw err
+        })
       if (deps.spool) {
         const spool = deps.spool
-        // One transaction: the events are acknowledged exactly when the profiles are.
+        // One transaction: the events are acknowledged exactly when the profiles are. Issued together,
+        // so the driver pipelines the spool insert with the profile statements.
         await withRetries(log, () =>
-          sql.begin(async (tx) => {
-            // Issued together, so the driver pipelines the spool insert with the profile statements.
-            await Promise.all([
-              profiles.write(tx, tenantId, result.players, result.statuses).catch((err: unknown) => {
-                profiles.forget(result.players)
-                throw err
-              }),
-              spool.append(tx, result.rows, result.rowCount),
-            ])
-          }),
+          sql.begin((tx) => Promise.all([writePostgres(tx), spool.append(tx, result.rows, result.rowCount)])),
         )
         durable = true
         if (log.isLevelEnabled('debug')) {
@@ -246,11 +243,6 @@ export function createPipeline(deps: {
         return
       }
       let t3 = 0
-      const writePostgres = (tx: TransactionSql) =>
-        profiles.write(tx, tenantId, result.players, result.statuses).catch((err: unknown) => {
-          profiles.forget(result.players)
-          throw err
-        })
       const chWrite = chWriter.write(result.rows).then(() => {
         durable = true
         t3 = performance.now()

@@ -1,6 +1,6 @@
 // The CPU-heavy half of ingestion, run on the Piscina workers: re-parse the raw request bodies, derive the
-// canonical fields, encode ClickHouse rows (RowBinary, see event-rows.ts) and fold each player's events into one profile
-// delta. Pure: no I/O, so it is unit-testable and runs the same on any thread.
+// canonical fields, encode ClickHouse rows (RowBinary, see event-rows.ts) and fold each player's events
+// into one profile delta. Pure: no I/O, so it is unit-testable and runs the same on any thread.
 import { RowBinaryWriter } from './event-rows.ts'
 import { deriveFields, type MappingConfig, compileMapping, type CompiledMapping } from './mapping.ts'
 

@@ -1,4 +1,4 @@
-import Type from 'typebox'
+import Type, { type Static } from 'typebox'
 import type { AppContext } from '../context.ts'
 import { pingRedis } from '../db/redis.ts'
 import { definePublicRoute, reply, type RouteDef } from '../http/route.ts'
@@ -26,7 +26,7 @@ const Health = Type.Object(
   { $id: 'Health' },
 )
 
-type CheckResult = { status: 'ok' | 'fail' | 'embedded'; latency_ms?: number; error?: string; backlog?: number }
+type CheckResult = Static<typeof Check>
 
 async function timed(fn: () => Promise<void>): Promise<CheckResult> {
   const started = performance.now()
