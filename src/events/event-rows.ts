@@ -133,7 +133,12 @@ export class RowBinaryWriter {
     }
   }
 
+  /**
+   * The rows. They go back to the main thread by structured clone, which copies a view's whole backing
+   * buffer: a buffer mostly empty (small groups, the 64 KiB start) is trimmed to its rows first.
+   */
   finish(): Uint8Array {
-    return this.buf.subarray(0, this.at)
+    const rows = this.buf.subarray(0, this.at)
+    return this.at * 2 < this.buf.length ? Uint8Array.prototype.slice.call(rows) : rows
   }
 }
