@@ -107,3 +107,40 @@ t.test('health shows the spool backlog; a full spool fails the check and refuses
   t.equal(await storedCount(h, other.id), 3)
   await spool().flush()
 })
+
+t.test('the flusher vacuums the spool, so flushed rows leave no growing dead space behind', async (t) => {
+  const { createSpool } = await import('../../src/events/spool.ts')
+  const tenant = await h.createTenant()
+  // ~300 events per group: ~120 KB of RowBinary, stored out of line (TOAST) like real batches.
+  const body = Buffer.from(JSON.stringify({ events: Array.from({ length: 100 }, () => ev({ payload: { note: 'x'.repeat(200) } })) }))
+  const group = () =>
+    transformGroup({
+      tenantId: tenant.id, bodies: Buffer.concat([body, body, body]), bounds: Int32Array.of(0, body.length, body.length, 2 * body.length, 2 * body.length, 3 * body.length),
+      brandIds: [tenant.brand.id, tenant.brand.id, tenant.brand.id], mappingKeys: ['0', '0', '0'], receivedAt: [Date.now(), Date.now(), Date.now()],
+      keep: new Uint8Array(300).fill(1), mappings: { '0': { rules: [] } }, seqBase: Date.now() * 1024,
+    })
+  const toastBytes = async () => Number((await sql<{ n: string }[]>`select pg_relation_size(reltoastrelid) as n from pg_class where relname = 'event_spool'`)[0]?.n)
+  const vacuums = async () => Number((await sql<{ n: string }[]>`select vacuum_count as n from pg_stat_user_tables where relname = 'event_spool'`)[0]?.n)
+  const vacuumsBefore = await vacuums()
+  const flusher = createSpool({ sql, ch: h.app.ctx.ch, log: h.app.ctx.log, intervalMs: 20, maxBacklog: 1e9, vacuumEveryMs: 0 })
+  flusher.start()
+  t.teardown(() => flusher.stop())
+  const round = async () => {
+    for (let i = 0; i < 10; i++) {
+      const { rows, rowCount } = group()
+      await sql.begin((tx) => flusher.append(tx, rows, rowCount))
+    }
+    // Flushed, then vacuumed (or given up after 5 s: a spool that never vacuums fails below).
+    const deadline = Date.now() + 5_000
+    const vacuumed = (await vacuums()) + 1
+    while (((await spooled()) > 0 || (await vacuums()) < vacuumed) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
+  }
+  await round()
+  const oneRound = await toastBytes()
+  t.ok(oneRound > 1_000_000, `one round spools ${oneRound} bytes out of line`)
+  for (let i = 0; i < 5; i++) await round()
+  t.ok((await vacuums()) >= vacuumsBefore + 6, 'vacuumed after the flushes')
+  const after = await toastBytes()
+  t.ok(after < 2.5 * oneRound, `six rounds take ${after} bytes, one took ${oneRound}: the space is reused`)
+  t.equal(await storedCount(h, tenant.id), 6 * 10 * 300)
+})
