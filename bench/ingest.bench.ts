@@ -1,7 +1,8 @@
 // `npm run bench -- ingest`: POST /events end to end against the real server (a child process running
-// src/main.ts), on the real PostgreSQL + Redis named by DATABASE_URL / REDIS_URL when both are set, and on
-// the embedded defaults (PGlite, chDB, no Redis). Also measures the ceiling: a bare ClickHouse (chDB)
-// insert of the same rows. Prints a table; bench/RESULTS.md records runs.
+// src/main.ts), on the real PostgreSQL + Redis named by DATABASE_URL / REDIS_URL when both are set (in a
+// new database per run, dropped afterwards), and on the embedded defaults (PGlite, chDB, no Redis). Also
+// measures the ceiling: a bare ClickHouse (chDB) insert of the same rows. Prints a table;
+// bench/RESULTS.md records runs.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs'
@@ -90,17 +91,44 @@ function threadLine(before: Map<string, number>, after: Map<string, number>, eve
 function line(name: string, r: LoadResult, eventsPerRequest: number, cpu: number) {
   const evs = (r.requests * eventsPerRequest) / r.seconds
   const cpuPerEvent = (cpu / Math.max(1, r.requests * eventsPerRequest)) * 1e6
-  return `| ${name} | ${Math.round(evs).toLocaleString('en')} | ${Math.round(r.requests / r.seconds).toLocaleString('en')} | ${pct(r.latenciesMs, 50).toFixed(1)} | ${pct(r.latenciesMs, 95).toFixed(1)} | ${pct(r.latenciesMs, 99).toFixed(1)} | ${r.errors} | ${r.stored.toLocaleString('en')} / ${r.deduped.toLocaleString('en')} | ${Math.round(cpuPerEvent)} |`
+  return `| ${name} | ${Math.round(evs).toLocaleString('en')} | ${Math.round(r.requests / r.seconds).toLocaleString('en')} | ${pct(r.latenciesMs, 50).toFixed(1)} | ${pct(r.latenciesMs, 95).toFixed(1)} | ${pct(r.latenciesMs, 99).toFixed(1)} | ${r.errors} | ${r.stored.toLocaleString('en')} / ${r.deduped.toLocaleString('en')} | ${Math.round(cpuPerEvent)} | ${Math.round(r.clientCpuUs / Math.max(1, r.requests * eventsPerRequest))} |`
 }
 
 type AckAfter = 'clickhouse' | 'postgres'
 
+/**
+ * A new database on the PostgreSQL server of DATABASE_URL for one run, dropped afterwards: every run
+ * starts from the same empty state, not from the players, outbox rows and dead tuples of earlier runs
+ * (which matters most where autovacuum is off, as on this machine's server).
+ */
+async function freshDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+  const { default: postgres } = await import('postgres')
+  const adminUrl = new URL(process.env.DATABASE_URL as string)
+  adminUrl.pathname = '/postgres'
+  const name = `respin_bench_ingest_${randomBytes(4).toString('hex')}`
+  const admin = postgres(adminUrl.toString(), { onnotice: () => {}, max: 1 })
+  await admin.unsafe(`create database ${name}`)
+  const url = new URL(process.env.DATABASE_URL as string)
+  url.pathname = `/${name}`
+  return {
+    url: url.toString(),
+    async drop() {
+      await admin.unsafe(`drop database ${name} with (force)`)
+      await admin.end()
+    },
+  }
+}
+
 async function scenario(mode: 'servers' | 'embedded', ackAfter: AckAfter): Promise<{ lines: string[]; batchEps: number }> {
+  const db = mode === 'servers' ? await freshDatabase() : undefined
   const env = {
     INGEST_ACK_AFTER: ackAfter,
-    ...(mode === 'servers' ? {} : { DATABASE_URL: undefined, REDIS_URL: undefined, CLICKHOUSE_URL: undefined }),
+    ...(db ? { DATABASE_URL: db.url } : { DATABASE_URL: undefined, REDIS_URL: undefined, CLICKHOUSE_URL: undefined }),
   }
-  const server = await startServer(env)
+  const server = await startServer(env).catch(async (err: unknown) => {
+    await db?.drop()
+    throw err
+  })
   try {
     const keys: string[] = []
     for (let i = 0; i < TENANTS; i++) {
@@ -128,7 +156,7 @@ async function scenario(mode: 'servers' | 'embedded', ackAfter: AckAfter): Promi
     const batchCpu = cpuSeconds(pid) - cpu0
     if (threads0) out(`  ${mode}, batches: server CPU µs/event by thread: ${threadLine(threads0, threadCpu(pid), batches.requests * 100)}`)
     const label = `${mode === 'servers' ? 'PostgreSQL + Redis + chDB' : 'embedded (PGlite + chDB, no Redis)'}, ack after ${ackAfter === 'clickhouse' ? 'ClickHouse insert' : 'PostgreSQL spool'}`
-    if (ackAfter === 'postgres' && mode === 'servers') await reportSpoolDrain(server.dir)
+    if (ackAfter === 'postgres' && db) await reportSpoolDrain(server.dir, db.url)
     const lines = [line(`${label}, batches of 100 (${BATCH_CONCURRENCY} in flight)`, batches, 100, batchCpu)]
     if (batches.errors) out(`  non-200 answers: batches ${JSON.stringify(batches.statuses)}`)
     if (SINGLE_SECONDS > 0) {
@@ -149,6 +177,7 @@ async function scenario(mode: 'servers' | 'embedded', ackAfter: AckAfter): Promi
     server.proc.kill('SIGTERM')
     await new Promise((r) => server.proc.once('exit', r))
     rmSync(server.dir, { recursive: true, force: true })
+    await db?.drop()
   }
 }
 
@@ -156,10 +185,10 @@ async function scenario(mode: 'servers' | 'embedded', ackAfter: AckAfter): Promi
  * Spool mode acknowledges before ClickHouse has the events: after the load, say how far the flusher was
  * behind and how long it took to catch up (PostgreSQL server only; PGlite is locked by the server).
  */
-async function reportSpoolDrain(dataDir: string) {
+async function reportSpoolDrain(dataDir: string, databaseUrl: string) {
   const sink = `chdb:${readFileSync(join(dataDir, 'clickhouse', 'respin-instance-id'), 'utf8').trim()}`
   const { default: postgres } = await import('postgres')
-  const pg = postgres(process.env.DATABASE_URL as string, { max: 1, onnotice: () => {} })
+  const pg = postgres(databaseUrl, { max: 1, onnotice: () => {} })
   try {
     const backlog = async () => Number((await pg<{ n: string }[]>`select coalesce(sum(row_count), 0) as n from event_spool where sink = ${sink}`)[0]?.n)
     const atEnd = await backlog()
@@ -228,8 +257,8 @@ for (const ack of ackModes) {
 }
 const ceil = process.env.BENCH_CEILING === '0' ? undefined : await ceiling()
 out('')
-out('| scenario | events/s | requests/s | p50 ms | p95 ms | p99 ms | errors | stored / deduped | server CPU µs/event |')
-out('|---|---|---|---|---|---|---|---|---|')
+out('| scenario | events/s | requests/s | p50 ms | p95 ms | p99 ms | errors | stored / deduped | server CPU µs/event | load generator CPU µs/event |')
+out('|---|---|---|---|---|---|---|---|---|---|')
 for (const l of results) out(l)
 out('')
 if (ceil) {
