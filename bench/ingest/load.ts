@@ -44,7 +44,7 @@ class AnswerReader {
     for (;;) {
       const end = this.buf.indexOf(HEADER_END)
       if (end < 0) return
-      const head = this.buf.latin1Slice(0, end)
+      const head = this.buf.toString('latin1', 0, end)
       const len = /\r\ncontent-length: *(\d+)/i.exec(head)
       if (!len) throw new Error(`load: answer without content-length: ${head}`)
       const total = end + 4 + Number(len[1])
