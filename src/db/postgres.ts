@@ -103,6 +103,38 @@ export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): P
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
 }
 
+/**
+ * A transaction sent in one go: BEGIN, the statements `send` issues, and COMMIT, with no wait for an answer
+ * in between (pipelining: one round trip instead of one per statement). A failing statement aborts the
+ * transaction, so the COMMIT behind it rolls back, and its error is thrown; only a COMMIT that PostgreSQL
+ * answers as such resolves.
+ *
+ * `send` must issue every statement synchronously, with `.execute()` (a statement created after an await
+ * would go out after the COMMIT, outside the transaction), and none may depend on another's result.
+ */
+export async function pipelinedTransaction(sql: Sql, send: (tx: postgres.ReservedSql) => Promise<unknown>): Promise<void> {
+  const tx = await sql.reserve()
+  try {
+    const begin = tx`begin`.execute()
+    let work: Promise<unknown>
+    let sent = true
+    try {
+      work = send(tx)
+    } catch (err) {
+      // Some statements may be out already: they must not be committed.
+      sent = false
+      work = Promise.reject(err)
+    }
+    const end = sent ? tx`commit`.execute() : tx`rollback`.execute()
+    const [b, w, e] = await Promise.allSettled([begin, work, end])
+    for (const r of [b, w, e]) if (r.status === 'rejected') throw r.reason
+    const command = (e as PromiseFulfilledResult<{ command: string }>).value.command
+    if (command !== 'COMMIT') throw new Error(`transaction ended with ${command}`)
+  } finally {
+    tx.release()
+  }
+}
+
 /** PostgreSQL SQLSTATEs the features translate into domain errors. */
 export const PG_UNIQUE_VIOLATION = '23505'
 

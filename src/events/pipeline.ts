@@ -10,9 +10,9 @@
 // in PostgreSQL. Any failure before the ClickHouse insert releases the claimed ids, so the retry stores.
 // With a spool (INGEST_ACK_AFTER=postgres, spool.ts) the ClickHouse insert is replaced by the group's rows
 // joining the PostgreSQL transaction; the spool's flusher inserts them into ClickHouse later.
-import type { TransactionSql } from 'postgres'
+import type { ReservedSql, TransactionSql } from 'postgres'
 import type { ClickHouse } from '../db/clickhouse.ts'
-import type { Sql } from '../db/postgres.ts'
+import { pipelinedTransaction, type Sql } from '../db/postgres.ts'
 import { AppError } from '../errors.ts'
 import type { Logger } from '../lib/log.ts'
 import type { IngestPool } from '../workers/pool.ts'
@@ -223,17 +223,19 @@ export function createPipeline(deps: {
         seqBase: nextSeq(toStore),
       })
       const t2 = performance.now()
-      const writePostgres = (tx: TransactionSql) =>
-        profiles.write(tx, tenantId, result.players, result.statuses).catch((err: unknown) => {
+      const writePostgres = (tx: TransactionSql | ReservedSql) => profiles.write(tx, tenantId, result.players, result.statuses)
+      /** A transaction that did not commit may have missed players the writer believed in, or created some. */
+      const forgetOnFailure = <T>(p: Promise<T>) =>
+        p.catch((err: unknown) => {
           profiles.forget(result.players)
           throw err
         })
       if (deps.spool) {
         const spool = deps.spool
-        // One transaction: the events are acknowledged exactly when the profiles are. Issued together,
-        // so the driver pipelines the spool insert with the profile statements.
+        // One transaction: the events are acknowledged exactly when the profiles are. Sent in one go with
+        // its BEGIN and COMMIT (pipelinedTransaction).
         await withRetries(log, () =>
-          sql.begin((tx) => Promise.all([writePostgres(tx), spool.append(tx, result.rows, result.rowCount)])),
+          forgetOnFailure(pipelinedTransaction(sql, (tx) => Promise.all([writePostgres(tx), spool.append(tx, result.rows, result.rowCount)]))),
         )
         durable = true
         if (log.isLevelEnabled('debug')) {
@@ -253,20 +255,22 @@ export function createPipeline(deps: {
         // transaction blocks every other connection.
         chWrite.catch(() => {})
         try {
-          await sql.begin(async (tx) => {
-            await writePostgres(tx)
-            await chWrite
-          })
+          await forgetOnFailure(
+            sql.begin(async (tx) => {
+              await writePostgres(tx)
+              await chWrite
+            }),
+          )
         } catch (err) {
           // The insert may still be running: its outcome decides whether the ids are stored.
           await chWrite.catch(() => {})
           if (!durable) throw err
           log.warn({ err, tenantId }, 'ingest: postgres write failed after the clickhouse insert, retrying')
-          await withRetries(log, () => sql.begin((tx) => writePostgres(tx)))
+          await withRetries(log, () => forgetOnFailure(pipelinedTransaction(sql, writePostgres)))
         }
       } else {
         await chWrite
-        await withRetries(log, () => sql.begin((tx) => writePostgres(tx)))
+        await withRetries(log, () => forgetOnFailure(pipelinedTransaction(sql, writePostgres)))
       }
       if (log.isLevelEnabled('debug')) {
         log.debug({ tenantId, requests: items.length, events: toStore, players: result.players.brand_id.length, dedupeMs: ms(t0, t1), transformMs: ms(t1, t2), clickhouseMs: ms(t2, t3), storesMs: ms(t2, performance.now()) }, 'ingest group written')

@@ -1,11 +1,14 @@
 // PostgreSQL writes of ingestion: players, their profile aggregates and the outbox, for one group of
 // requests of one tenant. Every statement is set-based over unnest() arrays (one statement per group, not
 // per event) and touches players in (brand_id, external_id) order, so concurrent groups cannot deadlock.
-import type { TransactionSql } from 'postgres'
+import type { ReservedSql, TransactionSql } from 'postgres'
 import type { Sql } from '../db/postgres.ts'
 import type { PlayerColumns, StatusColumns } from './transform.ts'
 
-type Tx = Sql | TransactionSql
+type Tx = Sql | TransactionSql | ReservedSql
+
+/** SQLSTATE of respin_expect_rows (sql/0016): a statement found fewer players than it was given. */
+export const MISSING_ROWS = 'RSP01'
 
 export interface PlayerKeyColumns {
   brand_id: string[]
@@ -16,14 +19,10 @@ export interface PlayerKeyColumns {
 
 /**
  * Upserts these players (email/phone from registration data), creates missing profiles and queues
- * `player.created` for new players, in (brand_id, external_id) order. Returns every row's id, and locks
- * the rows until the transaction ends.
+ * `player.created` for new players, in (brand_id, external_id) order; the rows stay locked until the
+ * transaction ends. Sent at once (`execute`): statements go out in the order they are called.
  */
-export async function upsertPlayers(
-  tx: Tx,
-  tenantId: string,
-  p: PlayerKeyColumns,
-): Promise<{ id: string; brand_id: string; external_id: string; created: boolean }[]> {
+export function upsertPlayers(tx: Tx, tenantId: string, p: PlayerKeyColumns) {
   return tx<{ id: string; brand_id: string; external_id: string; created: boolean }[]>`
     with input as (
       select * from unnest(${p.brand_id}::uuid[], ${p.external_id}::text[], ${p.email}::text[], ${p.phone}::text[])
@@ -47,35 +46,42 @@ export async function upsertPlayers(
       select ${tenantId}::uuid, brand_id, 'player.created', jsonb_build_object('player_id', id, 'external_id', external_id)
       from up where created
     )
-    select id, brand_id, external_id, created from up`
+    select id, brand_id, external_id, created from up`.execute()
 }
 
 /**
- * Folds the group's deltas into the profiles of these players (`ids`, sorted: rows are locked in that
- * order first, so concurrent groups cannot deadlock); a first deposit queues `player.converted`.
- * Returns the ids of the profiles it updated.
+ * Folds the group's deltas into the profiles of these players (existing ones: upserted earlier in the
+ * same transaction, or known to the caller); a first deposit queues `player.converted`. Rows are locked
+ * in player id order first, so concurrent groups cannot deadlock. Fails with MISSING_ROWS (nothing
+ * written) when a player does not exist, so it can be sent pipelined with the COMMIT.
  */
-export async function updateProfiles(tx: Tx, tenantId: string, ids: string[], p: PlayerColumns): Promise<string[]> {
-  const rows = await tx<{ player_id: string }[]>`
-    with d as materialized (
+export function updateProfiles(tx: Tx, tenantId: string, p: PlayerColumns) {
+  return tx`
+    with input as materialized (
       -- Materialized so that each jsonb is parsed once per row, not at every reference (an inlined CTE
       -- would repeat the cast in each of the money expressions below).
       -- jsonb travels as text: the driver would otherwise encode each element as a JSON string.
       select t.*, money_text::jsonb as money, consent_text::jsonb as consent from unnest(
-        ${ids}::uuid[], ${p.external_id}::text[], ${p.language}::text[], ${p.currency}::text[],
+        ${p.brand_id}::uuid[], ${p.external_id}::text[], ${p.language}::text[], ${p.currency}::text[],
         ${p.country}::text[], ${p.name}::text[], ${p.device}::text[], ${p.os}::text[], ${p.browser}::text[],
         ${p.platform}::text[], ${p.first_seen}::timestamptz[], ${p.last_seen}::timestamptz[],
         ${p.last_login}::timestamptz[], ${p.event_count}::int[], ${p.money}::text[], ${p.consent}::text[],
         ${p.first_deposit_at}::timestamptz[], ${p.first_deposit_amount}::numeric[], ${p.first_deposit_currency}::text[],
         ${p.last_deposit_at}::timestamptz[]
-      ) as t(player_id, external_id, language, currency, country, name, device, os, browser, platform, first_seen,
+      ) as t(brand_id, external_id, language, currency, country, name, device, os, browser, platform, first_seen,
              last_seen, last_login, event_count, money_text, consent_text, first_deposit_at, first_deposit_amount,
              first_deposit_currency, last_deposit_at)
-    ), locked as materialized (
-      -- The rows as locked: with a concurrent group's update waited for, this is its committed version,
-      -- so no_deposit_before sees a first deposit it just recorded (the statement's snapshot would not).
-      select p.player_id, p.first_deposit_at is null as no_deposit_before
-      from d join player_profiles p on p.player_id = d.player_id order by p.player_id for update of p
+    ), d as materialized (
+      -- The input with its players' profiles locked, in player id order. no_deposit_before is read from the
+      -- row as locked: with a concurrent group's update waited for, this is its committed version, so it
+      -- sees a first deposit that group just recorded (the statement's snapshot would not). One CTE, not a
+      -- second one joined back: the planner estimates these CTEs at one row, and a join of two of them
+      -- became a nested loop, quadratic in the group's players.
+      select pl.id as player_id, i.*, p.first_deposit_at is null as no_deposit_before
+      from input i
+      join players pl on pl.brand_id = i.brand_id and pl.external_id = i.external_id
+      join player_profiles p on p.player_id = pl.id
+      order by p.player_id for update of p
     ), upd as (
       update player_profiles p set
         language = coalesce(d.language, p.language),
@@ -109,10 +115,10 @@ export async function updateProfiles(tx: Tx, tenantId: string, ids: string[], p:
         first_deposit_amount = case when p.first_deposit_at is null then d.first_deposit_amount else p.first_deposit_amount end,
         last_deposit_at = greatest(p.last_deposit_at, d.last_deposit_at),
         updated_at = now()
-      from d join locked l on l.player_id = d.player_id
+      from d
       where p.player_id = d.player_id
       returning p.player_id, p.brand_id, d.external_id,
-        (l.no_deposit_before and d.first_deposit_at is not null) as converted,
+        (d.no_deposit_before and d.first_deposit_at is not null) as converted,
         d.first_deposit_at, d.first_deposit_amount, coalesce(d.first_deposit_currency, p.currency) as first_deposit_currency
     ), ob as (
       insert into outbox (tenant_id, brand_id, event, data)
@@ -121,13 +127,12 @@ export async function updateProfiles(tx: Tx, tenantId: string, ids: string[], p:
         'amount', first_deposit_amount, 'currency', first_deposit_currency, 'at', first_deposit_at)
       from upd where converted
     )
-    select player_id from upd`
-  return rows.map((r) => r.player_id)
+    select respin_expect_rows(${p.brand_id.length}, (select count(*) from upd), 'profiles to update')`.execute()
 }
 
 /** Applies status_change events to players.status; a change queues `player.status_changed`. */
-export async function applyStatuses(tx: Tx, tenantId: string, s: StatusColumns): Promise<number> {
-  const [row] = await tx<{ changed: string }[]>`
+export function applyStatuses(tx: Tx, tenantId: string, s: StatusColumns) {
+  return tx<{ changed: string }[]>`
     with d as (
       select * from unnest(${s.brand_id}::uuid[], ${s.external_id}::text[], ${s.status}::text[], ${s.reason}::text[])
         as t(brand_id, external_id, status, reason)
@@ -142,6 +147,5 @@ export async function applyStatuses(tx: Tx, tenantId: string, s: StatusColumns):
         'player_id', id, 'external_id', external_id, 'status', status, 'previous_status', previous_status, 'reason', reason)
       from u
     )
-    select count(*) as changed from u`
-  return Number(row?.changed ?? 0)
+    select count(*) as changed from u`.execute()
 }

@@ -11,7 +11,7 @@
 // them with insert_deduplication_token = the batch, then deletes them. A flush interrupted anywhere is
 // redone with the same batch and token, and ClickHouse drops the repeated insert.
 import { randomUUID } from 'node:crypto'
-import type { TransactionSql } from 'postgres'
+import type { ReservedSql, TransactionSql } from 'postgres'
 import type { ClickHouse } from '../db/clickhouse.ts'
 import type { Sql } from '../db/postgres.ts'
 import type { Logger } from '../lib/log.ts'
@@ -19,7 +19,7 @@ import { EVENT_COLUMNS } from './event-rows.ts'
 
 export interface Spool {
   /** Inside the group's transaction: its events, committed (or not) with its players and profiles. */
-  append(tx: TransactionSql, rows: Uint8Array, rowCount: number): Promise<void>
+  append(tx: TransactionSql | ReservedSql, rows: Uint8Array, rowCount: number): Promise<void>
   /**
    * Moves spooled events into ClickHouse: all of them, or only those other processes committed (what a
    * dedupe verification cannot otherwise see). Resolves once they are in; rejects if ClickHouse fails.
@@ -126,8 +126,9 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
 
   return {
     async append(tx, rows, rowCount) {
+      // Sent at once (execute): the caller may pipeline it with the COMMIT.
       await tx`insert into event_spool (sink, writer, rows, row_count)
-               values (${sink}, ${writer}, ${Buffer.from(rows.buffer, rows.byteOffset, rows.byteLength)}, ${rowCount})`
+               values (${sink}, ${writer}, ${Buffer.from(rows.buffer, rows.byteOffset, rows.byteLength)}, ${rowCount})`.execute()
       backlogEvents += rowCount
     },
     flush,

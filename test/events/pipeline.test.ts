@@ -29,8 +29,12 @@ function fakes(opts: { insertMs?: number; failInserts?: number } = {}) {
       inserts.push({ rows, at: Date.now() })
     },
   } as unknown as ClickHouse
-  const tx = (async () => [{}]) as unknown as Sql
-  const sql = { begin: async (fn: (tx: Sql) => Promise<unknown>) => fn(tx) } as unknown as Sql
+  // Every statement succeeds; a COMMIT is answered as one (pipelinedTransaction checks).
+  const tx = (() => {
+    const q = Promise.resolve(Object.assign([{}], { command: 'COMMIT' }))
+    return Object.assign(q, { execute: () => q })
+  }) as unknown as Sql
+  const sql = { begin: async (fn: (tx: Sql) => Promise<unknown>) => fn(tx), reserve: async () => Object.assign(tx, { release: () => {} }) } as unknown as Sql
   const released: number[] = []
   const committed: number[] = []
   const dedupe: Dedupe = {

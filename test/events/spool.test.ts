@@ -82,6 +82,23 @@ t.test('a group spanning more than 100 months is flushed (no partition limit per
   t.equal(await storedCount(h, tenant.id), 101)
 })
 
+t.test('a group whose profile update fails is rolled back with its spooled events, then written once', async (t) => {
+  // The group's statements and COMMIT go out pipelined: a player deleted behind the writer's cache makes
+  // the profile update fail, which must roll back the spool insert sent with it.
+  const tenant = await h.createTenant()
+  t.equal((await post(h, tenant.key, { events: [ev({ player_id: 'gone', event_id: 'g-1' })] })).status, 200)
+  await sql`delete from players where tenant_id = ${tenant.id} and external_id = 'gone'`
+  const res = await post(h, tenant.key, { events: [ev({ player_id: 'gone', event_id: 'g-2' }), ev({ player_id: 'other', event_id: 'g-3' })] })
+  t.equal(res.status, 200, res.text)
+  t.equal(res.body.stored, 2)
+  await spool().flush()
+  t.equal(await storedCount(h, tenant.id), 3, 'each event once: the failed attempt left nothing in the spool')
+  const [p] = await sql<{ event_count: number }[]>`
+    select pp.event_count from players pl join player_profiles pp on pp.player_id = pl.id
+    where pl.tenant_id = ${tenant.id} and pl.external_id = 'gone'`
+  t.equal(Number(p?.event_count), 1, 're-created with the new event only')
+})
+
 t.test('health shows the spool backlog; a full spool fails the check and refuses events', async (t) => {
   const tenant = await h.createTenant()
   t.equal((await post(h, tenant.key, { events: [ev(), ev(), ev()] })).status, 200)
