@@ -221,6 +221,7 @@ export function createPipeline(deps: {
         keep,
         mappings,
         seqBase: nextSeq(toStore),
+        deflateRows: deps.spool !== undefined,
       })
       const t2 = performance.now()
       const writePostgres = (tx: TransactionSql | ReservedSql) => profiles.write(tx, tenantId, result.players, result.statuses)
@@ -235,7 +236,7 @@ export function createPipeline(deps: {
         // One transaction: the events are acknowledged exactly when the profiles are. Sent in one go with
         // its BEGIN and COMMIT (pipelinedTransaction).
         await withRetries(log, () =>
-          forgetOnFailure(pipelinedTransaction(sql, (tx) => Promise.all([writePostgres(tx), spool.append(tx, result.rows, result.rowCount)]))),
+          forgetOnFailure(pipelinedTransaction(sql, (tx) => Promise.all([writePostgres(tx), spool.append(tx, result.rows, result.rowCount, result.rowsDeflated ? 'rowbinary-deflate' : 'rowbinary')]))),
         )
         durable = true
         if (log.isLevelEnabled('debug')) {

@@ -11,15 +11,20 @@
 // them with insert_deduplication_token = the batch, then deletes them. A flush interrupted anywhere is
 // redone with the same batch and token, and ClickHouse drops the repeated insert.
 import { randomUUID } from 'node:crypto'
+import { promisify } from 'node:util'
+import { inflateRaw as inflateRawCb } from 'node:zlib'
 import type { ReservedSql, TransactionSql } from 'postgres'
 import type { ClickHouse } from '../db/clickhouse.ts'
 import type { Sql } from '../db/postgres.ts'
 import type { Logger } from '../lib/log.ts'
 import { EVENT_COLUMNS } from './event-rows.ts'
 
+/** How a spool row's bytes hold its events: RowBinary, or RowBinary raw-deflated (sql/0017). */
+export type SpoolEncoding = 'rowbinary' | 'rowbinary-deflate'
+
 export interface Spool {
   /** Inside the group's transaction: its events, committed (or not) with its players and profiles. */
-  append(tx: TransactionSql | ReservedSql, rows: Uint8Array, rowCount: number): Promise<void>
+  append(tx: TransactionSql | ReservedSql, rows: Uint8Array, rowCount: number, encoding?: SpoolEncoding): Promise<void>
   /**
    * Moves spooled events into ClickHouse: all of them, or only those other processes committed (what a
    * dedupe verification cannot otherwise see). Resolves once they are in; rejects if ClickHouse fails.
@@ -34,6 +39,8 @@ export interface Spool {
   /** Stops the timer and flushes what is left (logs if ClickHouse is unreachable: the rows stay spooled). */
   stop(): Promise<void>
 }
+
+const inflateRaw = promisify(inflateRawCb)
 
 /** Spool rows (ingest groups) per ClickHouse insert: ~30k–100k events at typical group sizes. */
 const GROUPS_PER_FLUSH = 100
@@ -52,10 +59,12 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
   let stopped = false
 
   async function insertBatch(batch: string): Promise<number> {
-    const parts = await sql<{ rows: Buffer; row_count: number }[]>`
-      select rows, row_count from event_spool where batch = ${batch} order by id`
+    const parts = await sql<{ rows: Buffer; row_count: number; encoding: SpoolEncoding }[]>`
+      select rows, row_count, encoding from event_spool where batch = ${batch} order by id`
     if (!parts.length) return 0
-    const payload = parts.length === 1 ? (parts[0] as { rows: Buffer }).rows : Buffer.concat(parts.map((p) => p.rows))
+    // Inflated on libuv's thread pool, off the main thread.
+    const rows = await Promise.all(parts.map((p) => (p.encoding === 'rowbinary-deflate' ? inflateRaw(p.rows) : p.rows)))
+    const payload = rows.length === 1 ? (rows[0] as Buffer) : Buffer.concat(rows)
     await ch.insertRowBinary('events', EVENT_COLUMNS, payload, { dedupeToken: `respin-spool-${batch}` })
     await sql`delete from event_spool where batch = ${batch}`
     movedSinceVacuum += parts.length
@@ -125,10 +134,10 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
   }
 
   return {
-    async append(tx, rows, rowCount) {
+    async append(tx, rows, rowCount, encoding = 'rowbinary') {
       // Sent at once (execute): the caller may pipeline it with the COMMIT.
-      await tx`insert into event_spool (sink, writer, rows, row_count)
-               values (${sink}, ${writer}, ${Buffer.from(rows.buffer, rows.byteOffset, rows.byteLength)}, ${rowCount})`.execute()
+      await tx`insert into event_spool (sink, writer, rows, row_count, encoding)
+               values (${sink}, ${writer}, ${Buffer.from(rows.buffer, rows.byteOffset, rows.byteLength)}, ${rowCount}, ${encoding})`.execute()
       backlogEvents += rowCount
     },
     flush,

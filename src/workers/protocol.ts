@@ -4,12 +4,15 @@
 import Type from 'typebox'
 import type { TransformResult, TransformTask } from '../events/transform.ts'
 
-export type IngestTask = { kind: 'transform' } & TransformTask
-export type IngestTaskResult = TransformResult
+/** deflateRows: the rows go to the spool (INGEST_ACK_AFTER=postgres), raw-deflated here, off the main thread. */
+export type IngestTask = { kind: 'transform'; deflateRows?: boolean } & TransformTask
+/** rowsDeflated: `rows` are raw-deflated (asked for with deflateRows, and large enough to be worth it). */
+export type IngestTaskResult = TransformResult & { rowsDeflated?: boolean }
 
 /** Shape check of a task, run once per message at the worker boundary (cheap: no per-event work). */
 export const IngestTaskSchema = Type.Object({
   kind: Type.Literal('transform'),
+  deflateRows: Type.Optional(Type.Boolean()),
   tenantId: Type.String(),
   bodies: Type.Unsafe<Uint8Array>({}),
   bounds: Type.Unsafe<Int32Array>({}),

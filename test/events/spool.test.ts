@@ -1,5 +1,6 @@
 // INGEST_ACK_AFTER=postgres: events are acknowledged once spooled in PostgreSQL with the profiles, and
 // reach ClickHouse exactly once through the flusher, also when a flush is interrupted.
+import { inflateRawSync } from 'node:zlib'
 import t from 'tap'
 import { EVENT_COLUMNS } from '../../src/events/event-rows.ts'
 import type { Spool } from '../../src/events/spool.ts'
@@ -22,6 +23,8 @@ t.test('a 200 means spooled with the profiles; a flush moves the events to Click
   t.match(res.body, { received: 2, stored: 2, deduped: 0 })
   t.equal(await storedCount(h, tenant.id), 0, 'not in ClickHouse yet')
   t.ok((await spooled()) >= 2, 'in the spool')
+  const encodings = await sql<{ encoding: string }[]>`select distinct encoding from event_spool where sink = ${sink} and row_count = 2`
+  t.same(encodings.map((e) => e.encoding), ['rowbinary'], 'a small group is spooled uncompressed')
   const [profile] = await sql<{ deposit_total: string }[]>`
     select pp.deposit_total from player_profiles pp join players p on p.id = pp.player_id
     where p.tenant_id = ${tenant.id} and p.external_id = 'sp1'`
@@ -41,7 +44,7 @@ t.test('a 200 means spooled with the profiles; a flush moves the events to Click
 
 t.test('a flush interrupted after its ClickHouse insert is redone without storing twice', async (t) => {
   const tenant = await h.createTenant()
-  const res = await post(h, tenant.key, { events: Array.from({ length: 30 }, (_, i) => ev({ player_id: `r${i}` })) })
+  const res = await post(h, tenant.key, { events: Array.from({ length: 80 }, (_, i) => ev({ player_id: `r${i}` })) })
   t.equal(res.status, 200, res.text)
   // What a flusher does before it dies between the insert and the delete: claim the rows as a batch,
   // insert them with the batch's token.
@@ -50,12 +53,14 @@ t.test('a flush interrupted after its ClickHouse insert is redone without storin
     update event_spool set batch = b.batch, claimed_at = now() - interval '1 minute' from b
     where sink = ${sink} and event_spool.batch is null returning b.batch`
   const batch = (claimed as { batch: string }).batch
-  const parts = await sql<{ rows: Buffer }[]>`select rows from event_spool where batch = ${batch} order by id`
-  await h.app.ctx.ch.insertRowBinary('events', EVENT_COLUMNS, Buffer.concat(parts.map((p) => p.rows)), { dedupeToken: `respin-spool-${batch}` })
-  t.equal(await storedCount(h, tenant.id), 30, 'the interrupted insert landed')
+  const parts = await sql<{ rows: Buffer; encoding: string }[]>`select rows, encoding from event_spool where batch = ${batch} order by id`
+  t.ok(parts.length > 0 && parts.every((p) => p.encoding === 'rowbinary-deflate'), 'the workers spool a large group compressed')
+  const payload = Buffer.concat(parts.map((p) => (p.encoding === 'rowbinary-deflate' ? inflateRawSync(p.rows) : p.rows)))
+  await h.app.ctx.ch.insertRowBinary('events', EVENT_COLUMNS, payload, { dedupeToken: `respin-spool-${batch}` })
+  t.equal(await storedCount(h, tenant.id), 80, 'the interrupted insert landed')
 
   await spool().flush()
-  t.equal(await storedCount(h, tenant.id), 30, 'the redo was dropped by its deduplication token')
+  t.equal(await storedCount(h, tenant.id), 80, 'the redo was dropped by its deduplication token')
   t.equal(await spooled(), 0)
 })
 
