@@ -62,6 +62,19 @@ async function admin(port: number, adminKey: string, path: string, body: unknown
   return ((await res.json()) as { data: Record<string, string> }).data
 }
 
+/**
+ * BENCH_PERF=dir: a system-wide `perf record -g` of each load phase (after its first second) into
+ * dir/<scenario>.data, to see every process's share (server, PostgreSQL, Redis, load generator) at once.
+ * Run the bench with NODE_OPTIONS=--perf-basic-prof for JavaScript names.
+ */
+function recordPerf(name: string, seconds: number): void {
+  const dir = process.env.BENCH_PERF
+  if (!dir || seconds < 3) return
+  setTimeout(() => {
+    spawn('perf', ['record', '-q', '-e', 'cpu-clock', '-F', '997', '-a', '-g', '-o', join(dir, `${name}.data`), '--', 'sleep', String(seconds - 2)], { stdio: 'ignore' }).on('error', () => {})
+  }, 1000)
+}
+
 /** CPU seconds (user + system, all threads) a process has used so far: load-independent cost. */
 function cpuSeconds(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
@@ -152,7 +165,7 @@ async function scenario(mode: 'servers' | 'embedded', ackAfter: AckAfter): Promi
     const pid = server.proc.pid as number
     let cpu0 = cpuSeconds(pid)
     const threads0 = process.env.BENCH_THREADS === '1' ? threadCpu(pid) : undefined
-    const batches = await runLoad({ port: server.port, keys, bodies: batchBodies, concurrency: BATCH_CONCURRENCY, durationMs: BATCH_SECONDS * 1000 })
+    const batches = await runLoad({ port: server.port, keys, bodies: batchBodies, concurrency: BATCH_CONCURRENCY, durationMs: BATCH_SECONDS * 1000, onStart: () => recordPerf(`${mode}-${ackAfter}-batches`, BATCH_SECONDS) })
     const batchCpu = cpuSeconds(pid) - cpu0
     if (threads0) out(`  ${mode}, batches: server CPU µs/event by thread: ${threadLine(threads0, threadCpu(pid), batches.requests * 100)}`)
     const label = `${mode === 'servers' ? 'PostgreSQL + Redis + chDB' : 'embedded (PGlite + chDB, no Redis)'}, ack after ${ackAfter === 'clickhouse' ? 'ClickHouse insert' : 'PostgreSQL spool'}`
@@ -163,7 +176,7 @@ async function scenario(mode: 'servers' | 'embedded', ackAfter: AckAfter): Promi
       const singleBodies = keys.map(() => makeBodies({ count: Math.max(40_000, Math.ceil((SINGLE_SECONDS * 15_000) / TENANTS)), batchSize: 1, players: PLAYERS, repeatShare: REPEAT_SHARE }))
       cpu0 = cpuSeconds(pid)
       const singleThreads0 = process.env.BENCH_THREADS === '1' ? threadCpu(pid) : undefined
-      const singles = await runLoad({ port: server.port, keys, bodies: singleBodies, concurrency: SINGLE_CONCURRENCY, durationMs: SINGLE_SECONDS * 1000 })
+      const singles = await runLoad({ port: server.port, keys, bodies: singleBodies, concurrency: SINGLE_CONCURRENCY, durationMs: SINGLE_SECONDS * 1000, onStart: () => recordPerf(`${mode}-${ackAfter}-singles`, SINGLE_SECONDS) })
       const singleCpu = cpuSeconds(pid) - cpu0
       if (singleThreads0) out(`  ${mode}, singles: server CPU µs/event by thread: ${threadLine(singleThreads0, threadCpu(pid), singles.requests)}`)
       if (singles.errors) out(`  non-200 answers: singles ${JSON.stringify(singles.statuses)}`)

@@ -61,6 +61,8 @@ export async function runLoad(opts: {
   bodies: string[][]
   concurrency: number
   durationMs: number
+  /** Called when the clock starts (after the requests are encoded and the connections open). */
+  onStart?: () => void
 }): Promise<LoadResult> {
   const requests = encodeRequests(opts.keys, opts.bodies)
   const lat: number[] = []
@@ -76,6 +78,7 @@ export async function runLoad(opts: {
       }),
     ),
   )
+  opts.onStart?.()
   const cpu0 = process.cpuUsage()
   const started = performance.now()
   const end = started + opts.durationMs
