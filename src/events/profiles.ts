@@ -1,7 +1,7 @@
 // Writes one group's players and profile deltas inside a transaction. Keeps a per-process cache of
 // (brand, external id) → player id, so players already known skip the upsert (the most expensive part for
 // existing players) and their profiles are found by primary key. A stale entry (player deleted meanwhile)
-// makes the profile update fail with MISSING_ROWS, rolling the transaction back; the caller then forgets
+// makes the profile update fail (SQLSTATE RSP01, sql/0016), rolling the transaction back; the caller then forgets
 // the group's players (forget) and retries, and the upsert re-creates them.
 //
 // Every statement is sent without waiting for the one before (players upserted in this group are found

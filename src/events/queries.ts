@@ -7,9 +7,6 @@ import type { PlayerColumns, StatusColumns } from './transform.ts'
 
 type Tx = Sql | TransactionSql | ReservedSql
 
-/** SQLSTATE of respin_expect_rows (sql/0016): a statement found fewer players than it was given. */
-export const MISSING_ROWS = 'RSP01'
-
 export interface PlayerKeyColumns {
   brand_id: string[]
   external_id: string[]
@@ -53,7 +50,7 @@ export function upsertPlayers(tx: Tx, tenantId: string, p: PlayerKeyColumns) {
  * Folds the group's deltas into the profiles of these players; a first deposit queues `player.converted`.
  * `knownIds` holds each player's id where the caller knows it, null where not (players upserted earlier
  * in the same transaction): those are looked up by key, one unique-index probe each. Rows are locked in
- * player id order first, so concurrent groups cannot deadlock. Fails with MISSING_ROWS (nothing written)
+ * player id order first, so concurrent groups cannot deadlock. Fails with SQLSTATE RSP01 (sql/0016; nothing written)
  * when a player does not exist, so it can be sent pipelined with the COMMIT.
  */
 export function updateProfiles(tx: Tx, tenantId: string, knownIds: (string | null)[], p: PlayerColumns) {
