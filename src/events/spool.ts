@@ -47,7 +47,7 @@ const GROUPS_PER_FLUSH = 100
 /** A claimed batch still in the spool after this long was left by a flusher that died: redo it. */
 const ABANDONED_AFTER_SEC = 10
 /** How often a flusher that moved rows vacuums the spool (see vacuum() below). */
-export const SPOOL_VACUUM_EVERY_MS = 5_000
+const SPOOL_VACUUM_EVERY_MS = 5_000
 
 export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; intervalMs: number; maxBacklog: number; vacuumEveryMs?: number }): Spool {
   const { sql, ch, log } = deps
