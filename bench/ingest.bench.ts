@@ -15,6 +15,7 @@ import { migrateClickHouse } from '../src/db/migrate.ts'
 import { EVENT_COLUMNS } from '../src/events/event-rows.ts'
 import { createLogger } from '../src/lib/log.ts'
 import { pct, runLoad, type LoadResult } from './ingest/load.ts'
+import { freshDatabase } from './fresh-database.ts'
 import { makeBodies, transformBodies } from './ingest/workload.ts'
 
 const root = fileURLToPath(new URL('../', import.meta.url))
@@ -113,37 +114,14 @@ function line(name: string, r: LoadResult, eventsPerRequest: number, cpu: number
 
 type AckAfter = 'clickhouse' | 'postgres'
 
-/**
- * A new database on the PostgreSQL server of DATABASE_URL for one run, dropped afterwards: every run
- * starts from the same empty state, not from the players, outbox rows and dead tuples of earlier runs
- * (which matters most where autovacuum is off, as on this machine's server).
- */
-async function freshDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
-  const { default: postgres } = await import('postgres')
-  const adminUrl = new URL(process.env.DATABASE_URL as string)
-  adminUrl.pathname = '/postgres'
-  const name = `respin_bench_ingest_${randomBytes(4).toString('hex')}`
-  const admin = postgres(adminUrl.toString(), { onnotice: () => {}, max: 1 })
-  await admin.unsafe(`create database ${name}`)
-  const url = new URL(process.env.DATABASE_URL as string)
-  url.pathname = `/${name}`
-  return {
-    url: url.toString(),
-    async drop() {
-      await admin.unsafe(`drop database ${name} with (force)`)
-      await admin.end()
-    },
-  }
-}
-
 async function scenario(mode: 'servers' | 'embedded', ackAfter: AckAfter): Promise<{ lines: string[]; batchEps: number }> {
-  const db = mode === 'servers' ? await freshDatabase() : undefined
+  const db = mode === 'servers' ? await freshDatabase('respin_bench_ingest') : undefined
   const env = {
     INGEST_ACK_AFTER: ackAfter,
     ...(db ? { DATABASE_URL: db.url } : { DATABASE_URL: undefined, REDIS_URL: undefined, CLICKHOUSE_URL: undefined }),
   }
   const server = await startServer(env).catch(async (err: unknown) => {
-    await db?.drop()
+    await db?.close()
     throw err
   })
   try {
@@ -194,7 +172,7 @@ async function scenario(mode: 'servers' | 'embedded', ackAfter: AckAfter): Promi
     server.proc.kill('SIGTERM')
     await new Promise((r) => server.proc.once('exit', r))
     rmSync(server.dir, { recursive: true, force: true })
-    await db?.drop()
+    await db?.close()
   }
 }
 

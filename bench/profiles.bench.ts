@@ -8,7 +8,6 @@
 // BENCH_EXPLAIN=1 also prints the plans of one group's statements (auto_explain, analyze + buffers; 2 also
 // the statements inside SQL functions that are not inlined);
 // BENCH_KEEP_DB=1 keeps the database; BENCH_DB_PREFIX names it (respin_bench_profiles).
-import { randomBytes } from 'node:crypto'
 import { readdirSync, readFileSync } from 'node:fs'
 import { availableParallelism, cpus, loadavg } from 'node:os'
 import postgres from 'postgres'
@@ -17,6 +16,7 @@ import { openPostgres } from '../src/db/postgres.ts'
 import { createProfileWriter } from '../src/events/profiles.ts'
 import type { PlayerColumns, StatusColumns } from '../src/events/transform.ts'
 import { createLogger } from '../src/lib/log.ts'
+import { freshDatabase } from './fresh-database.ts'
 import { makeBodies, transformBodies } from './ingest/workload.ts'
 
 const GROUPS = Number(process.env.BENCH_GROUPS ?? 300)
@@ -61,14 +61,9 @@ function transform(tenantId: string, brandId: string, list: string[]) {
   return { players: r.players, statuses: r.statuses, events: r.events }
 }
 
-const url = new URL(process.env.DATABASE_URL)
-const dbName = `${process.env.BENCH_DB_PREFIX ?? 'respin_bench_profiles'}_${randomBytes(4).toString('hex')}`
-const adminUrl = new URL(url)
-adminUrl.pathname = '/postgres'
-const admin = postgres(adminUrl.toString(), { onnotice: () => {}, max: 1 })
-await admin.unsafe(`create database ${dbName}`)
-const dbUrl = new URL(url)
-dbUrl.pathname = `/${dbName}`
+const db = await freshDatabase(process.env.BENCH_DB_PREFIX ?? 'respin_bench_profiles')
+const { admin, name: dbName } = db
+const dbUrl = new URL(db.url)
 const log = createLogger('warn')
 const pg = await openPostgres({ databaseUrl: dbUrl.toString(), dataDir: '', max: INFLIGHT }, log)
 const sql = pg.sql
@@ -156,7 +151,6 @@ try {
   out(`load average: ${loadavg().map((l) => l.toFixed(1)).join(' ')} (on ${availableParallelism()} cores)`)
 } finally {
   await pg.close()
-  if (process.env.BENCH_KEEP_DB !== '1') await admin.unsafe(`drop database ${dbName}`)
-  else out(`kept database ${dbName}`)
-  await admin.end()
+  await db.close({ keep: process.env.BENCH_KEEP_DB === '1' })
+  if (process.env.BENCH_KEEP_DB === '1') out(`kept database ${dbName}`)
 }
