@@ -57,6 +57,9 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
   let backlogEvents = 0
   let timer: NodeJS.Timeout | undefined
   let stopped = false
+  /** Spool rows this process deleted since its last vacuum, and when that was (see vacuum()). */
+  let movedSinceVacuum = 0
+  let lastVacuum = Date.now()
 
   async function insertBatch(batch: string): Promise<number> {
     const parts = await sql<{ rows: Buffer; row_count: number; encoding: SpoolEncoding }[]>`
@@ -72,13 +75,11 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
   }
 
   // Every flushed group leaves a dead row and about its size in dead TOAST chunks (the whole spool turns
-  // over every second). Autovacuum looks at a table once a minute at best, and may be off: measured with
-  // it off, a bench run left 687 MB behind an empty spool, and single-event throughput rose 15% after a
-  // VACUUM. So the flusher vacuums the spool itself every few seconds: skip_locked, so that concurrent
-  // flushers do not queue up, and without truncation, which would take an exclusive lock that stalls
-  // appends (freed space is reused instead; VACUUM FULL returns it after a large backlog).
-  let movedSinceVacuum = 0
-  let lastVacuum = Date.now()
+  // over every second). Autovacuum looks at a table once a minute at best, and may be off: with it off,
+  // an afternoon of bench runs left 687 MB behind an empty spool. So the flusher vacuums the spool itself
+  // every few seconds: skip_locked, so that concurrent flushers do not queue up, and without truncation,
+  // which would take an exclusive lock that stalls appends (freed space is reused instead; VACUUM FULL
+  // returns it after a large backlog).
   async function vacuum(): Promise<void> {
     if (movedSinceVacuum === 0 || Date.now() - lastVacuum < vacuumEveryMs) return
     movedSinceVacuum = 0
