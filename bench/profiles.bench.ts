@@ -75,7 +75,7 @@ try {
   const brandId = (brand as { id: string }).id
   const writer = createProfileWriter()
   const write = (g: { players: PlayerColumns; statuses: StatusColumns }) =>
-    sql.begin((tx) => writer.write(tx, tenantId, g.players, g.statuses))
+    sql.begin((tx) => writer.write(tx, g.players, g.statuses))
 
   // Register every player (as the ingest bench's warm-up does), 1,000 per group.
   for (let b = 0; b < PLAYERS; b += 1000) {
@@ -109,7 +109,7 @@ try {
       for (let i = 0; i < 7; i++) {
         plans.length = 0
         const g = groups[WARMUP + i] as (typeof groups)[number]
-        await writer.write(tx as never, tenantId, g.players, g.statuses)
+        await writer.write(tx as never, g.players, g.statuses)
       }
       throw new Error('rollback')
     }).catch((e: unknown) => { if ((e as Error).message !== 'rollback') throw e })

@@ -68,7 +68,7 @@ export function transformBodies(list: string[], ids: { tenantId: string; brandId
     events += Array.isArray(body.events) ? body.events.length : 1
   })
   const result = transformGroup({
-    tenantId: ids.tenantId, bodies: all, bounds, brandIds: list.map(() => ids.brandId), mappingKeys: list.map(() => '0'),
+    tenantIds: list.map(() => ids.tenantId), bodies: all, bounds, brandIds: list.map(() => ids.brandId), mappingKeys: list.map(() => '0'),
     receivedAt: list.map(() => Date.now()), keep: new Uint8Array(events).fill(1), mappings: { '0': { rules: [] } }, seqBase: 1,
   })
   return { ...result, events }

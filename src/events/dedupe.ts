@@ -16,6 +16,8 @@ import { AppError } from '../errors.ts'
 import type { Logger } from '../lib/log.ts'
 
 export interface DedupeEntry {
+  /** The brand's tenant: ClickHouse is searched by (tenant, brand), its sort key's prefix. */
+  tenantId: string
   brandId: string
   eventId: string
 }
@@ -30,7 +32,8 @@ export interface Claim {
 }
 
 export interface Dedupe {
-  claim(tenantId: string, entries: DedupeEntry[]): Promise<Claim>
+  /** One Redis round trip for the entries, whatever their tenants (a group may span several). */
+  claim(entries: DedupeEntry[]): Promise<Claim>
   stop(): Promise<void>
 }
 
@@ -105,7 +108,8 @@ export async function findStoredIds(ch: ClickHouse, tenantId: string, brandId: s
  */
 export type BeforeVerify = (scope: 'all' | 'others') => Promise<void>
 
-async function verifyAgainstStore(ch: ClickHouse, tenantId: string, entries: DedupeEntry[]): Promise<boolean[]> {
+async function verifyAgainstStore(ch: ClickHouse, entries: DedupeEntry[]): Promise<boolean[]> {
+  // Brand ids are unique across tenants: the brand alone tells the tenant.
   const byBrand = new Map<string, number[]>()
   entries.forEach((e, i) => {
     const list = byBrand.get(e.brandId) ?? []
@@ -113,8 +117,9 @@ async function verifyAgainstStore(ch: ClickHouse, tenantId: string, entries: Ded
     byBrand.set(e.brandId, list)
   })
   const found = new Array<boolean>(entries.length).fill(false)
-  for (const [brandId, idx] of byBrand) {
-    const stored = await findStoredIds(ch, tenantId, brandId, idx.map((i) => (entries[i] as DedupeEntry).eventId))
+  for (const idx of byBrand.values()) {
+    const first = entries[idx[0] as number] as DedupeEntry
+    const stored = await findStoredIds(ch, first.tenantId, first.brandId, idx.map((i) => (entries[i] as DedupeEntry).eventId))
     for (const i of idx) found[i] = stored.has((entries[i] as DedupeEntry).eventId)
   }
   return found
@@ -124,7 +129,7 @@ export function createDedupe(deps: { redis: Redis | undefined; ch: ClickHouse; l
   const { ch, log } = deps
   const beforeVerify: BeforeVerify = deps.beforeVerify ?? (async () => {})
   const local = createLocalWindow(ch, beforeVerify)
-  if (!deps.redis) return { claim: (t, e) => local.claim(t, e, false), stop: async () => {} }
+  if (!deps.redis) return { claim: (e) => local.claim(e, false), stop: async () => {} }
 
   const redis = deps.redis as RedisWithScripts
   redis.defineCommand('rspDedupeClaim', { lua: CLAIM_LUA })
@@ -154,7 +159,7 @@ export function createDedupe(deps: { redis: Redis | undefined; ch: ClickHouse; l
     return epochValue.startsWith('r:') && Date.now() - Number(epochValue.slice(2)) < DEDUPE_TTL_SEC * 1000
   }
 
-  async function claimRedis(tenantId: string, entries: DedupeEntry[]): Promise<Claim> {
+  async function claimRedis(entries: DedupeEntry[]): Promise<Claim> {
     const token = `p|${procId}|${Date.now()}`
     const keys = entries.map(keyOf)
     const duplicate = new Array<boolean>(entries.length).fill(false)
@@ -189,7 +194,7 @@ export function createDedupe(deps: { redis: Redis | undefined; ch: ClickHouse; l
         const live = pending.filter((p) => !stale.includes(p))
         if (stale.length) {
           await beforeVerify('all')
-          const found = await verifyAgainstStore(ch, tenantId, stale.map((p) => entries[p.i] as DedupeEntry))
+          const found = await verifyAgainstStore(ch, stale.map((p) => entries[p.i] as DedupeEntry))
           const takeover = stale.filter((_, n) => !found[n])
           const foundKeys = stale.filter((_, n) => found[n])
           for (const p of foundKeys) duplicate[p.i] = true
@@ -225,7 +230,7 @@ export function createDedupe(deps: { redis: Redis | undefined; ch: ClickHouse; l
       // Redis lost its memory within the window: what it calls new may be stored already.
       const fresh = claimed.map((i) => entries[i] as DedupeEntry)
       await beforeVerify('others')
-      const found = await verifyAgainstStore(ch, tenantId, fresh)
+      const found = await verifyAgainstStore(ch, fresh)
       const stored = claimed.filter((_, n) => found[n])
       if (stored.length) {
         for (const i of stored) duplicate[i] = true
@@ -238,7 +243,7 @@ export function createDedupe(deps: { redis: Redis | undefined; ch: ClickHouse; l
     return {
       duplicate,
       async commit() {
-        local.remember(tenantId, claimedEntries)
+        local.remember(claimedEntries)
         if (!claimedKeys.length) return
         try {
           await redis.rspDedupeStore(claimedKeys.length, ...claimedKeys, DEDUPE_TTL_SEC)
@@ -263,10 +268,10 @@ export function createDedupe(deps: { redis: Redis | undefined; ch: ClickHouse; l
   }
 
   return {
-    async claim(tenantId, entries) {
+    async claim(entries) {
       if (entries.length === 0) return { duplicate: [], commit: async () => {}, release: async () => {} }
       try {
-        return await claimRedis(tenantId, entries)
+        return await claimRedis(entries)
       } catch (err) {
         if (err instanceof AppError) throw err
         if (!degradedSince) {
@@ -274,7 +279,7 @@ export function createDedupe(deps: { redis: Redis | undefined; ch: ClickHouse; l
           log.warn({ err }, 'dedupe: redis unavailable, falling back to the in-process window verified against ClickHouse')
         }
         // Other processes may write meanwhile: verify every id the local window does not know.
-        return local.claim(tenantId, entries, true)
+        return local.claim(entries, true)
       }
     },
     async stop() {
@@ -303,7 +308,7 @@ function createLocalWindow(ch: ClickHouse, beforeVerify: BeforeVerify) {
     return h
   }
 
-  function remember(_tenantId: string, entries: DedupeEntry[]): void {
+  function remember(entries: DedupeEntry[]): void {
     const now = Date.now()
     for (const e of entries) {
       const k = `${e.brandId}:${e.eventId}`
@@ -320,7 +325,7 @@ function createLocalWindow(ch: ClickHouse, beforeVerify: BeforeVerify) {
     }
   }
 
-  async function claim(tenantId: string, entries: DedupeEntry[], alwaysVerify: boolean): Promise<Claim> {
+  async function claim(entries: DedupeEntry[], alwaysVerify: boolean): Promise<Claim> {
     const now = Date.now()
     const duplicate = new Array<boolean>(entries.length).fill(false)
     const unknown: number[] = []
@@ -330,13 +335,13 @@ function createLocalWindow(ch: ClickHouse, beforeVerify: BeforeVerify) {
       else unknown.push(i)
     })
     if (unknown.length) {
-      const brands = [...new Set(unknown.map((i) => (entries[i] as DedupeEntry).brandId))]
+      const brands = new Map(unknown.map((i) => [(entries[i] as DedupeEntry).brandId, (entries[i] as DedupeEntry).tenantId]))
       const needs = new Set<string>()
-      for (const b of brands) if (alwaysVerify || evicted || (await hasHistory(tenantId, b))) needs.add(b)
+      for (const [b, tenantId] of brands) if (alwaysVerify || evicted || (await hasHistory(tenantId, b))) needs.add(b)
       const toVerify = unknown.filter((i) => needs.has((entries[i] as DedupeEntry).brandId))
       // Our own spooled events are in `stored`; other processes' may still be in the spool.
       if (toVerify.length) await beforeVerify('others')
-      const found = await verifyAgainstStore(ch, tenantId, toVerify.map((i) => entries[i] as DedupeEntry))
+      const found = await verifyAgainstStore(ch, toVerify.map((i) => entries[i] as DedupeEntry))
       toVerify.forEach((i, n) => {
         if (found[n]) duplicate[i] = true
       })
@@ -344,7 +349,7 @@ function createLocalWindow(ch: ClickHouse, beforeVerify: BeforeVerify) {
     const claimed = entries.filter((_, i) => !duplicate[i])
     return {
       duplicate,
-      commit: async () => remember(tenantId, claimed),
+      commit: async () => remember(claimed),
       release: async () => {},
     }
   }

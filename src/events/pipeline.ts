@@ -1,15 +1,22 @@
-// Per-tenant actors. Each tenant has a bounded mailbox; its actor takes everything waiting (up to a cap) as
-// one group, so one tenant's requests are written in order with at most one group in flight, tenants run
-// in parallel, and the stores see few large writes instead of many small ones (group commit):
+// Per-tenant actors. Each tenant has a bounded mailbox; one tenant's requests are written in order, with
+// at most one of its groups in flight, and tenants run in parallel. Requests that wait are written
+// together (group commit), and so are different tenants' waiting requests: a group takes every tenant
+// that is ready, so that the stores see few large writes instead of one small write per tenant:
 //
 //   dedupe claim (Redis, one EVALSHA)  →  transform on a Piscina worker (raw bytes in)
-//   →  ClickHouse insert (coalesced across tenants)  →  PostgreSQL transaction (players, profiles, outbox)
+//   →  ClickHouse insert (coalesced across groups)  →  PostgreSQL transaction (players, profiles, outbox)
 //   →  ids marked stored  →  every request of the group is answered.
 //
+// At most maxGroupsInFlight groups run at once: the fewer, the larger each (every group costs a Redis
+// round trip, a worker task and a PostgreSQL transaction whatever its size). A group stops taking
+// tenants once it holds groupTargetEvents, so a heavy load still forms several groups that overlap.
+//
 // A request is answered only after its events are in ClickHouse and its players/profiles are committed
-// in PostgreSQL. Any failure before the ClickHouse insert releases the claimed ids, so the retry stores.
-// With a spool (INGEST_ACK_AFTER=postgres, spool.ts) the ClickHouse insert is replaced by the group's rows
-// joining the PostgreSQL transaction; the spool's flusher inserts them into ClickHouse later.
+// in PostgreSQL. Any failure before the ClickHouse insert releases the claimed ids, so the retry stores;
+// a failed group of several tenants is written again tenant by tenant, so that one tenant's bad data
+// fails only that tenant's requests. With a spool (INGEST_ACK_AFTER=postgres, spool.ts) the ClickHouse
+// insert is replaced by the group's rows joining the PostgreSQL transaction; the spool's flusher inserts
+// them into ClickHouse later.
 import type { ReservedSql, TransactionSql } from 'postgres'
 import type { ClickHouse } from '../db/clickhouse.ts'
 import { pipelinedTransaction, type Sql } from '../db/postgres.ts'
@@ -41,6 +48,10 @@ export interface PipelineOptions {
   maxQueuedEvents: number
   /** Most events written as one group. */
   maxGroupEvents: number
+  /** Groups written at once (default 2). */
+  maxGroupsInFlight?: number
+  /** A group stops taking further tenants' requests once it holds this many events (default 500). */
+  groupTargetEvents?: number
   /** Run the PostgreSQL statements while the ClickHouse insert runs (PostgreSQL server only). */
   overlapWrites: boolean
   /** An idle ClickHouse writer given a small payload waits this long for more (0: insert at once). */
@@ -55,6 +66,7 @@ export interface Pipeline {
 }
 
 interface Waiting {
+  tenantId: string
   item: IngestItem
   resolve(): void
   reject(err: unknown): void
@@ -63,10 +75,27 @@ interface Waiting {
 interface Mailbox {
   queue: Waiting[]
   queuedEvents: number
-  running: boolean
+  /** One of this tenant's groups is being written. */
+  busy: boolean
+  /** When its requests last went into a group (a counter): the longest unserved tenant goes first. */
+  servedAt: number
 }
 
 const unavailable = (message: string) => new AppError('SERVICE_UNAVAILABLE', message, undefined, { 'retry-after': '1' })
+const profilesNotUpdated = () => unavailable('events stored, player profiles not updated; retry is safe')
+
+/**
+ * A group's events were stored but the profiles of some of its tenants (all when `tenants` is undefined)
+ * could not be written: writing those requests again would only count them as duplicates.
+ */
+class StoredButFailed extends Error {
+  constructor(
+    readonly answer: AppError,
+    readonly tenants?: Set<string>,
+  ) {
+    super(answer.message)
+  }
+}
 
 export function createPipeline(deps: {
   sql: Sql
@@ -81,9 +110,13 @@ export function createPipeline(deps: {
   spool?: Spool
 }): Pipeline {
   const { sql, dedupe, pool, log, options } = deps
+  const maxGroupsInFlight = options.maxGroupsInFlight ?? 2
+  const groupTargetEvents = options.groupTargetEvents ?? 500
   const chWriter = createChWriter(deps.ch, deps.ch.kind === 'chdb' ? 1 : 2, options.chLingerMs ?? 0)
   const profiles = deps.profiles ?? createProfileWriter()
   const mailboxes = new Map<string, Mailbox>()
+  let served = 0
+  let groupsInFlight = 0
   let idleWaiters: (() => void)[] = []
   let seqNext = 0
 
@@ -97,7 +130,7 @@ export function createPipeline(deps: {
   function submit(tenantId: string, item: IngestItem): Promise<void> {
     let box = mailboxes.get(tenantId)
     if (!box) {
-      box = { queue: [], queuedEvents: 0, running: false }
+      box = { queue: [], queuedEvents: 0, busy: false, servedAt: 0 }
       mailboxes.set(tenantId, box)
     }
     const n = item.keep.length
@@ -109,40 +142,104 @@ export function createPipeline(deps: {
     }
     const mailbox = box
     return new Promise<void>((resolve, reject) => {
-      mailbox.queue.push({ item, resolve, reject })
+      mailbox.queue.push({ tenantId, item, resolve, reject })
       mailbox.queuedEvents += n
-      if (!mailbox.running) void run(tenantId, mailbox)
+      schedule()
     })
   }
 
-  async function run(tenantId: string, box: Mailbox): Promise<void> {
-    box.running = true
-    while (box.queue.length) {
-      const group: Waiting[] = []
-      let events = 0
+  /** Starts groups while there is room: each takes the waiting requests of tenants not already in flight. */
+  function schedule(): void {
+    while (groupsInFlight < maxGroupsInFlight) {
+      const group = takeGroup()
+      if (!group.length) return
+      groupsInFlight++
+      void runGroup(group)
+    }
+  }
+
+  function takeGroup(): Waiting[] {
+    const group: Waiting[] = []
+    let events = 0
+    const ready = [...mailboxes.values()].filter((b) => !b.busy && b.queue.length).sort((a, b) => a.servedAt - b.servedAt)
+    for (const box of ready) {
+      if (events >= groupTargetEvents) break
+      const first = box.queue[0] as Waiting
+      if (group.length && events + first.item.keep.length > options.maxGroupEvents) break
       while (box.queue.length && (group.length === 0 || events + (box.queue[0] as Waiting).item.keep.length <= options.maxGroupEvents)) {
         const w = box.queue.shift() as Waiting
         group.push(w)
         events += w.item.keep.length
+        box.queuedEvents -= w.item.keep.length
       }
-      box.queuedEvents -= events
-      try {
-        await writeGroup(tenantId, group.map((w) => w.item))
-        for (const w of group) w.resolve()
-      } catch (err) {
-        for (const w of group) w.reject(err)
-      }
+      box.busy = true
+      box.servedAt = ++served
     }
-    box.running = false
-    mailboxes.delete(tenantId)
-    if (mailboxes.size === 0) {
+    return group
+  }
+
+  async function runGroup(group: Waiting[]): Promise<void> {
+    await writeOrSplit(group)
+    groupsInFlight--
+    for (const tenantId of new Set(group.map((w) => w.tenantId))) {
+      const box = mailboxes.get(tenantId) as Mailbox
+      box.busy = false
+      if (!box.queue.length) mailboxes.delete(tenantId)
+    }
+    schedule()
+    if (mailboxes.size === 0 && groupsInFlight === 0) {
       const waiters = idleWaiters
       idleWaiters = []
       for (const w of waiters) w()
     }
   }
 
-  async function writeGroup(tenantId: string, items: IngestItem[]): Promise<void> {
+  /** Writes the group and answers its requests; a failed group of several tenants is retried per tenant. */
+  async function writeOrSplit(group: Waiting[]): Promise<void> {
+    try {
+      await writeGroup(group)
+      for (const w of group) w.resolve()
+    } catch (err) {
+      if (err instanceof StoredButFailed) {
+        for (const w of group) {
+          if (!err.tenants || err.tenants.has(w.tenantId)) w.reject(err.answer)
+          else w.resolve()
+        }
+        return
+      }
+      const tenants = [...new Set(group.map((w) => w.tenantId))]
+      if (tenants.length > 1) {
+        log.warn({ err, tenants: tenants.length }, 'ingest: group of several tenants failed, writing each tenant on its own')
+        await Promise.all(tenants.map((t) => writeOrSplit(group.filter((w) => w.tenantId === t))))
+        return
+      }
+      for (const w of group) w.reject(err)
+    }
+  }
+
+  /**
+   * Writes the group durably. On failure nothing of it is stored (its ids are free again) and its items
+   * are reset to what was submitted, unless it throws StoredButFailed.
+   */
+  async function writeGroup(group: Waiting[]): Promise<void> {
+    const items = group.map((w) => w.item)
+    const keepBefore = items.map((it) => it.keep.slice())
+    try {
+      await writeItems(items, group.map((w) => w.tenantId))
+    } catch (err) {
+      if (!(err instanceof StoredButFailed)) {
+        items.forEach((it, i) => {
+          it.keep.set(keepBefore[i] as Uint8Array)
+          it.deduped = 0
+          it.stored = 0
+        })
+      }
+      throw err
+    }
+  }
+
+  async function writeItems(items: IngestItem[], tenantIds: string[]): Promise<void> {
+    const tenants = new Set(tenantIds).size
     // 1. Dedupe: duplicates inside the group first (first occurrence wins), then the claim.
     const entries: DedupeEntry[] = []
     const where: [item: number, event: number][] = []
@@ -157,14 +254,14 @@ export function createPipeline(deps: {
           return
         }
         seen.add(k)
-        entries.push({ brandId: item.brandId, eventId: id })
+        entries.push({ tenantId: tenantIds[i] as string, brandId: item.brandId, eventId: id })
         where.push([i, e])
       })
     })
     const t0 = performance.now()
-    const claim = await dedupe.claim(tenantId, entries).catch((err: unknown) => {
+    const claim = await dedupe.claim(entries).catch((err: unknown) => {
       if (err instanceof AppError) throw err
-      log.error({ err, tenantId }, 'ingest: dedupe failed')
+      log.error({ err, tenants }, 'ingest: dedupe failed')
       throw unavailable('event store unavailable; retry shortly')
     })
     claim.duplicate.forEach((dup, n) => {
@@ -212,9 +309,9 @@ export function createPipeline(deps: {
       const t1 = performance.now()
       const result = await pool.run({
         kind: 'transform',
-        tenantId,
         bodies,
         bounds,
+        tenantIds,
         brandIds: items.map((it) => it.brandId),
         mappingKeys,
         receivedAt: items.map((it) => it.receivedAt),
@@ -224,13 +321,34 @@ export function createPipeline(deps: {
         deflateRows: deps.spool !== undefined,
       })
       const t2 = performance.now()
-      const writePostgres = (tx: TransactionSql | ReservedSql) => profiles.write(tx, tenantId, result.players, result.statuses)
+      const writePostgres = (tx: TransactionSql | ReservedSql) => profiles.write(tx, result.players, result.statuses)
       /** A transaction that did not commit may have missed players the writer believed in, or created some. */
       const forgetOnFailure = <T>(p: Promise<T>) =>
         p.catch((err: unknown) => {
           profiles.forget(result.players)
           throw err
         })
+      /**
+       * The events are in ClickHouse: the profiles must follow. If they cannot, in a group of several
+       * tenants, each tenant's are tried on their own, so only the tenant whose data fails misses them.
+       */
+      const writeProfilesOfStored = async () => {
+        try {
+          await withRetries(log, () => forgetOnFailure(pipelinedTransaction(sql, writePostgres)))
+        } catch (err) {
+          if (tenants === 1) throw err
+          const failed = new Set<string>()
+          for (const tenantId of new Set(tenantIds)) {
+            const players = rowsOfTenant(result.players, tenantId)
+            const statuses = rowsOfTenant(result.statuses, tenantId)
+            await forgetOnFailure(pipelinedTransaction(sql, (tx) => profiles.write(tx, players, statuses))).catch((e: unknown) => {
+              log.error({ err: e, tenantId }, 'ingest: profile update of this tenant failed')
+              failed.add(tenantId)
+            })
+          }
+          if (failed.size) throw new StoredButFailed(profilesNotUpdated(), failed)
+        }
+      }
       if (deps.spool) {
         const spool = deps.spool
         // One transaction: the events are acknowledged exactly when the profiles are. Sent in one go with
@@ -240,7 +358,7 @@ export function createPipeline(deps: {
         )
         durable = true
         if (log.isLevelEnabled('debug')) {
-          log.debug({ tenantId, requests: items.length, events: toStore, dedupeMs: ms(t0, t1), transformMs: ms(t1, t2), postgresMs: ms(t2, performance.now()) }, 'ingest group spooled')
+          log.debug({ tenants, requests: items.length, events: toStore, dedupeMs: ms(t0, t1), transformMs: ms(t1, t2), postgresMs: ms(t2, performance.now()) }, 'ingest group spooled')
         }
         await claim.commit()
         return
@@ -266,28 +384,28 @@ export function createPipeline(deps: {
           // The insert may still be running: its outcome decides whether the ids are stored.
           await chWrite.catch(() => {})
           if (!durable) throw err
-          log.warn({ err, tenantId }, 'ingest: postgres write failed after the clickhouse insert, retrying')
-          await withRetries(log, () => forgetOnFailure(pipelinedTransaction(sql, writePostgres)))
+          log.warn({ err, tenants }, 'ingest: postgres write failed after the clickhouse insert, retrying')
+          await writeProfilesOfStored()
         }
       } else {
         await chWrite
-        await withRetries(log, () => forgetOnFailure(pipelinedTransaction(sql, writePostgres)))
+        await writeProfilesOfStored()
       }
       if (log.isLevelEnabled('debug')) {
-        log.debug({ tenantId, requests: items.length, events: toStore, players: result.players.brand_id.length, dedupeMs: ms(t0, t1), transformMs: ms(t1, t2), clickhouseMs: ms(t2, t3), storesMs: ms(t2, performance.now()) }, 'ingest group written')
+        log.debug({ tenants, requests: items.length, events: toStore, players: result.players.brand_id.length, dedupeMs: ms(t0, t1), transformMs: ms(t1, t2), clickhouseMs: ms(t2, t3), storesMs: ms(t2, performance.now()) }, 'ingest group written')
       }
     } catch (err) {
       if (!durable) {
         await claim.release()
         if (err instanceof AppError) throw err
-        log.error({ err, tenantId }, 'ingest: write failed, nothing stored')
+        log.error({ err, tenants }, 'ingest: write failed, nothing stored')
         throw unavailable('event store unavailable; retry shortly')
       }
       // The events are in ClickHouse: their ids count as stored (a retry is a duplicate), but the
       // profiles missed this group. Loud, because only a replay from ClickHouse repairs it.
       await claim.commit()
-      log.error({ err, tenantId, events: toStore }, 'ingest: events stored but profile update failed')
-      throw unavailable('events stored, player profiles not updated; retry is safe')
+      log.error({ err, tenants, events: toStore }, 'ingest: events stored but profile update failed')
+      throw err instanceof StoredButFailed ? err : new StoredButFailed(profilesNotUpdated())
     }
     await claim.commit()
   }
@@ -302,6 +420,13 @@ export function createPipeline(deps: {
 }
 
 const ms = (a: number, b: number) => Math.round((b - a) * 10) / 10
+
+/** The rows of one tenant from a group's columns (PlayerColumns, StatusColumns). */
+function rowsOfTenant<T extends { tenant_id: string[] }>(cols: T, tenantId: string): T {
+  const idx: number[] = []
+  cols.tenant_id.forEach((t, i) => t === tenantId && idx.push(i))
+  return Object.fromEntries(Object.entries(cols).map(([k, v]) => [k, idx.map((i) => (v as unknown[])[i])])) as T
+}
 
 /** PostgreSQL serialization failures and dropped connections are worth a second try. */
 async function withRetries<T>(log: Logger, fn: () => Promise<T>): Promise<T> {

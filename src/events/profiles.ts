@@ -21,18 +21,18 @@ export function createProfileWriter() {
    * Sends the statements at once, in lock order (players, then profiles, then statuses); resolves when
    * all have run. Remembers the upserted players: call forget() if the transaction does not commit.
    */
-  async function write(tx: TransactionSql | ReservedSql, tenantId: string, p: PlayerColumns, statuses: StatusColumns): Promise<void> {
-    const n = p.brand_id.length
+  async function write(tx: TransactionSql | ReservedSql, p: PlayerColumns, statuses: StatusColumns): Promise<void> {
+    const knownIds = p.brand_id.map((b, i) => ids.get(keyOf(b, p.external_id[i] as string)) ?? null)
     // Unknown players, and known ones whose email/phone this group sets, go through the upsert.
     const upsert: number[] = []
-    for (let i = 0; i < n; i++) {
-      if (p.email[i] !== null || p.phone[i] !== null || !ids.has(keyOf(p.brand_id[i] as string, p.external_id[i] as string))) upsert.push(i)
-    }
-    const knownIds = p.brand_id.map((b, i) => ids.get(keyOf(b, p.external_id[i] as string)) ?? null)
+    knownIds.forEach((id, i) => {
+      if (id === null || p.email[i] !== null || p.phone[i] !== null) upsert.push(i)
+    })
     const sent: Promise<unknown>[] = []
     if (upsert.length) {
       sent.push(
-        upsertPlayers(tx, tenantId, {
+        upsertPlayers(tx, {
+          tenant_id: upsert.map((i) => p.tenant_id[i] as string),
           brand_id: upsert.map((i) => p.brand_id[i] as string),
           external_id: upsert.map((i) => p.external_id[i] as string),
           email: upsert.map((i) => p.email[i] ?? null),
@@ -43,8 +43,8 @@ export function createProfileWriter() {
         }),
       )
     }
-    sent.push(updateProfiles(tx, tenantId, knownIds, p))
-    if (statuses.brand_id.length) sent.push(applyStatuses(tx, tenantId, statuses))
+    sent.push(updateProfiles(tx, knownIds, p))
+    if (statuses.brand_id.length) sent.push(applyStatuses(tx, statuses))
     await Promise.all(sent)
   }
 

@@ -1,6 +1,7 @@
 // PostgreSQL writes of ingestion: players, their profile aggregates and the outbox, for one group of
-// requests of one tenant. Every statement is set-based over unnest() arrays (one statement per group, not
-// per event) and touches players in (brand_id, external_id) order, so concurrent groups cannot deadlock.
+// requests (of one or several tenants: each player row carries its tenant). Every statement is set-based
+// over unnest() arrays (one statement per group, not per event) and touches players in (brand_id,
+// external_id) order, so concurrent groups cannot deadlock.
 import type { ReservedSql, TransactionSql } from 'postgres'
 import type { Sql } from '../db/postgres.ts'
 import type { PlayerColumns, StatusColumns } from './transform.ts'
@@ -8,6 +9,7 @@ import type { PlayerColumns, StatusColumns } from './transform.ts'
 type Tx = Sql | TransactionSql | ReservedSql
 
 export interface PlayerKeyColumns {
+  tenant_id: string[]
   brand_id: string[]
   external_id: string[]
   email: (string | null)[]
@@ -19,28 +21,28 @@ export interface PlayerKeyColumns {
  * `player.created` for new players, in (brand_id, external_id) order; the rows stay locked until the
  * transaction ends. Sent at once (`execute`): statements go out in the order they are called.
  */
-export function upsertPlayers(tx: Tx, tenantId: string, p: PlayerKeyColumns) {
+export function upsertPlayers(tx: Tx, p: PlayerKeyColumns) {
   return tx<{ id: string; brand_id: string; external_id: string; created: boolean }[]>`
     with input as (
-      select * from unnest(${p.brand_id}::uuid[], ${p.external_id}::text[], ${p.email}::text[], ${p.phone}::text[])
-        as t(brand_id, external_id, email, phone)
+      select * from unnest(${p.tenant_id}::uuid[], ${p.brand_id}::uuid[], ${p.external_id}::text[], ${p.email}::text[], ${p.phone}::text[])
+        as t(tenant_id, brand_id, external_id, email, phone)
     ), up as (
       insert into players (tenant_id, brand_id, external_id, email, phone)
-      select ${tenantId}::uuid, brand_id, external_id, email, phone from input order by brand_id, external_id
+      select tenant_id, brand_id, external_id, email, phone from input order by brand_id, external_id
       on conflict (brand_id, external_id) do update
         set email = coalesce(excluded.email, players.email),
             phone = coalesce(excluded.phone, players.phone),
             updated_at = case when coalesce(excluded.email, players.email) is distinct from players.email
                                 or coalesce(excluded.phone, players.phone) is distinct from players.phone
                               then now() else players.updated_at end
-      returning id, brand_id, external_id, (xmax = 0) as created
+      returning id, tenant_id, brand_id, external_id, (xmax = 0) as created
     ), prof as (
       insert into player_profiles (player_id, tenant_id, brand_id)
-      select id, ${tenantId}::uuid, brand_id from up where created
+      select id, tenant_id, brand_id from up where created
       on conflict (player_id) do nothing
     ), ob as (
       insert into outbox (tenant_id, brand_id, event, data)
-      select ${tenantId}::uuid, brand_id, 'player.created', jsonb_build_object('player_id', id, 'external_id', external_id)
+      select tenant_id, brand_id, 'player.created', jsonb_build_object('player_id', id, 'external_id', external_id)
       from up where created
     )
     select id, brand_id, external_id, created from up`.execute()
@@ -53,7 +55,7 @@ export function upsertPlayers(tx: Tx, tenantId: string, p: PlayerKeyColumns) {
  * player id order first, so concurrent groups cannot deadlock. Fails with SQLSTATE RSP01 (sql/0016; nothing written)
  * when a player does not exist, so it can be sent pipelined with the COMMIT.
  */
-export function updateProfiles(tx: Tx, tenantId: string, knownIds: (string | null)[], p: PlayerColumns) {
+export function updateProfiles(tx: Tx, knownIds: (string | null)[], p: PlayerColumns) {
   return tx`
     with input as materialized (
       -- Materialized so that each jsonb is parsed once per row, not at every reference (an inlined CTE
@@ -118,12 +120,12 @@ export function updateProfiles(tx: Tx, tenantId: string, knownIds: (string | nul
         updated_at = now()
       from d
       where p.player_id = d.player_id
-      returning p.player_id, p.brand_id, d.external_id,
+      returning p.player_id, p.tenant_id, p.brand_id, d.external_id,
         (d.no_deposit_before and d.first_deposit_at is not null) as converted,
         d.first_deposit_at, d.first_deposit_amount, coalesce(d.first_deposit_currency, p.currency) as first_deposit_currency
     ), ob as (
       insert into outbox (tenant_id, brand_id, event, data)
-      select ${tenantId}::uuid, brand_id, 'player.converted', jsonb_build_object(
+      select tenant_id, brand_id, 'player.converted', jsonb_build_object(
         'player_id', player_id, 'external_id', external_id, 'conversion', 'first_deposit',
         'amount', first_deposit_amount, 'currency', first_deposit_currency, 'at', first_deposit_at)
       from upd where converted
@@ -132,7 +134,7 @@ export function updateProfiles(tx: Tx, tenantId: string, knownIds: (string | nul
 }
 
 /** Applies status_change events to players.status; a change queues `player.status_changed`. */
-export function applyStatuses(tx: Tx, tenantId: string, s: StatusColumns) {
+export function applyStatuses(tx: Tx, s: StatusColumns) {
   return tx<{ changed: string }[]>`
     with d as (
       select * from unnest(${s.brand_id}::uuid[], ${s.external_id}::text[], ${s.status}::text[], ${s.reason}::text[])
@@ -141,10 +143,10 @@ export function applyStatuses(tx: Tx, tenantId: string, s: StatusColumns) {
       update players p set status = d.status, updated_at = now()
       from d join players old on old.brand_id = d.brand_id and old.external_id = d.external_id
       where p.id = old.id and p.status <> d.status
-      returning p.id, p.brand_id, p.external_id, old.status as previous_status, d.status, d.reason
+      returning p.id, p.tenant_id, p.brand_id, p.external_id, old.status as previous_status, d.status, d.reason
     ), ob as (
       insert into outbox (tenant_id, brand_id, event, data)
-      select ${tenantId}::uuid, brand_id, 'player.status_changed', jsonb_build_object(
+      select tenant_id, brand_id, 'player.status_changed', jsonb_build_object(
         'player_id', id, 'external_id', external_id, 'status', status, 'previous_status', previous_status, 'reason', reason)
       from u
     )

@@ -5,11 +5,12 @@ import { RowBinaryWriter } from './event-rows.ts'
 import { deriveFields, type MappingConfig, compileMapping, type CompiledMapping } from './mapping.ts'
 
 export interface TransformTask {
-  tenantId: string
   /** The raw JSON bodies of the group's requests, back to back. */
   bodies: Uint8Array
   /** [start, end) of each request's body in `bodies`. */
   bounds: Int32Array
+  /** Per request (a group may hold several tenants' requests). */
+  tenantIds: string[]
   brandIds: string[]
   /** Per request: its key into `mappings` (the brand's mapping as it was when the request came in). */
   mappingKeys: string[]
@@ -24,6 +25,7 @@ export interface TransformTask {
 
 /** One entry per player touched by the group, as parallel arrays ready for unnest(). */
 export interface PlayerColumns {
+  tenant_id: string[]
   brand_id: string[]
   external_id: string[]
   email: (string | null)[]
@@ -50,6 +52,7 @@ export interface PlayerColumns {
 }
 
 export interface StatusColumns {
+  tenant_id: string[]
   brand_id: string[]
   external_id: string[]
   status: string[]
@@ -80,6 +83,7 @@ const MONEY_COLUMN: Record<string, [count: string | null, total: string] | undef
 }
 
 interface PlayerAcc {
+  tenantId: string
   brandId: string
   externalId: string
   email: string | null
@@ -142,13 +146,14 @@ export function transformGroup(task: TransformTask): TransformResult {
     return m
   }
   const players = new Map<string, PlayerAcc>()
-  const statuses = new Map<string, { brandId: string; externalId: string; status: string; reason: string | null }>()
+  const statuses = new Map<string, { tenantId: string; brandId: string; externalId: string; status: string; reason: string | null }>()
   const rows = new RowBinaryWriter()
   let rowCount = 0
   let seq = task.seqBase
   let eventIndex = 0
 
   for (let r = 0; r < task.brandIds.length; r++) {
+    const tenantId = task.tenantIds[r] as string
     const brandId = task.brandIds[r] as string
     const receivedAt = task.receivedAt[r] as number
     const text = decoder.decode(task.bodies.subarray(task.bounds[2 * r], task.bounds[2 * r + 1]))
@@ -170,7 +175,7 @@ export function transformGroup(task: TransformTask): TransformResult {
       const granted = f.granted === true || f.granted === 'true' ? 1 : f.granted === false || f.granted === 'false' ? 0 : null
 
       // One RowBinary row, in the order of EVENT_COLUMNS.
-      rows.uuid(task.tenantId)
+      rows.uuid(tenantId)
       rows.uuid(brandId)
       rows.string((event.event_id as string | undefined) ?? '')
       rows.string(externalId)
@@ -200,12 +205,12 @@ export function transformGroup(task: TransformTask): TransformResult {
       rows.string(JSON.stringify(event))
       rowCount++
 
-      // Fold the event into its player's delta.
+      // Fold the event into its player's delta (brand ids are unique across tenants).
       const key = `${brandId}\u0000${externalId}`
       let p = players.get(key)
       if (!p) {
         p = {
-          brandId, externalId, email: null, phone: null, language: null, currency: null, country: null, name: null,
+          tenantId, brandId, externalId, email: null, phone: null, language: null, currency: null, country: null, name: null,
           device: null, os: null, browser: null, platform: null, firstSeen: atMs, lastSeen: atMs, lastLogin: null,
           eventCount: 0, money: null, consent: null, firstDepositAt: null, firstDepositAmount: null,
           firstDepositCurrency: null, lastDepositAt: null,
@@ -245,7 +250,7 @@ export function transformGroup(task: TransformTask): TransformResult {
         }
         case 'status_change': {
           const status = typeof f.status === 'string' ? f.status : ''
-          if (STATUSES.has(status)) statuses.set(key, { brandId, externalId, status, reason: str(f.reason) })
+          if (STATUSES.has(status)) statuses.set(key, { tenantId, brandId, externalId, status, reason: str(f.reason) })
           break
         }
         default: {
@@ -270,12 +275,13 @@ export function transformGroup(task: TransformTask): TransformResult {
   }
 
   const cols: PlayerColumns = {
-    brand_id: [], external_id: [], email: [], phone: [], language: [], currency: [], country: [], name: [], device: [],
+    tenant_id: [], brand_id: [], external_id: [], email: [], phone: [], language: [], currency: [], country: [], name: [], device: [],
     os: [], browser: [], platform: [], first_seen: [], last_seen: [], last_login: [], event_count: [], money: [],
     consent: [], first_deposit_at: [], first_deposit_amount: [], first_deposit_currency: [], last_deposit_at: [],
   }
   const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
   for (const p of players.values()) {
+    cols.tenant_id.push(p.tenantId)
     cols.brand_id.push(p.brandId)
     cols.external_id.push(p.externalId)
     cols.email.push(p.email)
@@ -299,8 +305,9 @@ export function transformGroup(task: TransformTask): TransformResult {
     cols.first_deposit_currency.push(p.firstDepositCurrency)
     cols.last_deposit_at.push(iso(p.lastDepositAt))
   }
-  const st: StatusColumns = { brand_id: [], external_id: [], status: [], reason: [] }
+  const st: StatusColumns = { tenant_id: [], brand_id: [], external_id: [], status: [], reason: [] }
   for (const s of statuses.values()) {
+    st.tenant_id.push(s.tenantId)
     st.brand_id.push(s.brandId)
     st.external_id.push(s.externalId)
     st.status.push(s.status)

@@ -13,9 +13,9 @@ export type IngestTaskResult = TransformResult & { rowsDeflated?: boolean }
 export const IngestTaskSchema = Type.Object({
   kind: Type.Literal('transform'),
   deflateRows: Type.Optional(Type.Boolean()),
-  tenantId: Type.String(),
   bodies: Type.Unsafe<Uint8Array>({}),
   bounds: Type.Unsafe<Int32Array>({}),
+  tenantIds: Type.Array(Type.String()),
   brandIds: Type.Array(Type.String()),
   mappingKeys: Type.Array(Type.String()),
   receivedAt: Type.Array(Type.Number()),

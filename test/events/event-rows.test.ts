@@ -17,7 +17,7 @@ const BRAND = 'fedcba98-7654-4321-8fed-cba987654321'
 function transform(events: Record<string, unknown>[], receivedAt: number) {
   const body = Buffer.from(JSON.stringify({ events }))
   return transformGroup({
-    tenantId: TENANT, bodies: body, bounds: Int32Array.of(0, body.length), brandIds: [BRAND], mappingKeys: ['0'],
+    tenantIds: [TENANT], bodies: body, bounds: Int32Array.of(0, body.length), brandIds: [BRAND], mappingKeys: ['0'],
     receivedAt: [receivedAt], keep: new Uint8Array(events.length).fill(1), mappings: { '0': { rules: [] } }, seqBase: 2 ** 50 + 7,
   })
 }

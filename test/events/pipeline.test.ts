@@ -6,7 +6,8 @@ import type { Sql } from '../../src/db/postgres.ts'
 import { AppError } from '../../src/errors.ts'
 import type { Claim, Dedupe } from '../../src/events/dedupe.ts'
 import { createPipeline, type IngestItem } from '../../src/events/pipeline.ts'
-import { transformGroup } from '../../src/events/transform.ts'
+import { transformGroup, type PlayerColumns } from '../../src/events/transform.ts'
+import type { Spool } from '../../src/events/spool.ts'
 import { createLogger } from '../../src/lib/log.ts'
 import type { IngestPool } from '../../src/workers/pool.ts'
 import { decodeEventRows } from './row-decoder.ts'
@@ -38,7 +39,7 @@ function fakes(opts: { insertMs?: number; failInserts?: number } = {}) {
   const released: number[] = []
   const committed: number[] = []
   const dedupe: Dedupe = {
-    async claim(_tenant, entries): Promise<Claim> {
+    async claim(entries): Promise<Claim> {
       return {
         duplicate: entries.map(() => false),
         commit: async () => void committed.push(entries.length),
@@ -53,10 +54,13 @@ function fakes(opts: { insertMs?: number; failInserts?: number } = {}) {
 }
 
 let n = 0
-function item(events: number, tag: string): IngestItem {
+/** Each tenant's own brand (brand ids are unique across tenants). */
+const brandOf = (tenant: string) => `${tenant.slice(0, -3)}b0${tenant.slice(-1)}`
+
+function item(events: number, tag: string, brandId = BRAND): IngestItem {
   const evs = Array.from({ length: events }, (_, i) => ({ player_id: `p${i % 5}`, event_type: 'login', event_id: `${tag}-${n++}` }))
   return {
-    brandId: BRAND, mapping: { rules: [] }, raw: Buffer.from(JSON.stringify({ events: evs })), eventIds: evs.map((e) => e.event_id),
+    brandId, mapping: { rules: [] }, raw: Buffer.from(JSON.stringify({ events: evs })), eventIds: evs.map((e) => e.event_id),
     keep: new Uint8Array(events).fill(1), receivedAt: Date.now(), deduped: 0, stored: 0,
   }
 }
@@ -107,21 +111,147 @@ t.test('a failed ClickHouse insert releases the claimed ids and answers 503; the
   t.same(f.committed, [20])
 })
 
-t.test('different tenants run in parallel and share ClickHouse inserts', async (t) => {
-  const f = fakes({ insertMs: 60 })
-  const p = createPipeline({ ...f, log, options: { maxQueuedEvents: 10_000, maxGroupEvents: 5_000, overlapWrites: false } })
-  const TENANT_C = '00000000-0000-4000-8000-00000000000c'
-  await Promise.all([p.submit(TENANT_A, item(10, 'ta')), p.submit(TENANT_B, item(10, 'tb')), p.submit(TENANT_C, item(10, 'tc'))])
-  // chDB's writer runs one insert at a time: the groups of B and C, ready while A's insert ran, share one.
-  t.equal(f.inserts.length, 2)
-  t.same(f.inserts.map((i) => i.rows.length), [10, 20])
+const TENANT_C = '00000000-0000-4000-8000-00000000000c'
+const TENANT_D = '00000000-0000-4000-8000-00000000000d'
+
+/** Wraps the fake pool: records which tenants each transform task held, and the most tasks at once. */
+function traced(f: ReturnType<typeof fakes>, ms = 20) {
+  const tasks: string[][] = []
+  let running = 0
+  let maxRunning = 0
+  const inner = f.pool
+  f.pool = {
+    async run(task) {
+      tasks.push([...new Set(task.tenantIds)])
+      maxRunning = Math.max(maxRunning, ++running)
+      await sleep(ms)
+      running--
+      return inner.run(task)
+    },
+    close: inner.close,
+  }
+  return { tasks, maxRunning: () => maxRunning }
+}
+
+t.test('different tenants are written in parallel, at most maxGroupsInFlight groups at once', async (t) => {
+  const f = fakes()
+  const trace = traced(f)
+  const p = createPipeline({ ...f, log, options: { maxQueuedEvents: 10_000, maxGroupEvents: 5_000, overlapWrites: false, maxGroupsInFlight: 2 } })
+  const items = [item(10, 'ta'), item(10, 'tb'), item(10, 'tc')]
+  await Promise.all([p.submit(TENANT_A, items[0] as IngestItem), p.submit(TENANT_B, items[1] as IngestItem), p.submit(TENANT_C, items[2] as IngestItem)])
+  t.equal(trace.maxRunning(), 2)
+  t.same(trace.tasks, [[TENANT_A], [TENANT_B], [TENANT_C]], 'A and B at once, C after one of them')
+  t.same(items.map((it) => it.stored), [10, 10, 10])
+})
+
+t.test('tenants that wait while the groups in flight run are written together: one claim, one task, one insert', async (t) => {
+  const f = fakes()
+  const trace = traced(f, 40)
+  const p = createPipeline({ ...f, log, options: { maxQueuedEvents: 10_000, maxGroupEvents: 5_000, overlapWrites: false, maxGroupsInFlight: 1 } })
+  const first = p.submit(TENANT_A, item(10, 'a1'))
+  await sleep(5)
+  const later = [p.submit(TENANT_A, item(10, 'a2')), p.submit(TENANT_B, item(10, 'b')), p.submit(TENANT_C, item(10, 'c')), p.submit(TENANT_D, item(10, 'd'))]
+  await Promise.all([first, ...later])
+  // A was served last, so it comes last in the second group.
+  t.same(trace.tasks, [[TENANT_A], [TENANT_B, TENANT_C, TENANT_D, TENANT_A]])
+  t.same(f.committed, [10, 40], 'one dedupe claim per group')
+  t.same(f.inserts.map((i) => i.rows.length), [10, 40])
+  const tenants = f.inserts[1]?.rows.map((r) => r.tenant_id)
+  t.same([...new Set(tenants)], [TENANT_B, TENANT_C, TENANT_D, TENANT_A], 'each row keeps its tenant')
+})
+
+t.test('a tenant is in one group at a time and its requests keep their order', async (t) => {
+  const f = fakes()
+  const trace = traced(f, 10)
+  const p = createPipeline({ ...f, log, options: { maxQueuedEvents: 10_000, maxGroupEvents: 5_000, overlapWrites: false, maxGroupsInFlight: 3 } })
+  const inFlight = new Map<string, number>()
+  const inner = f.pool.run
+  f.pool.run = async (task) => {
+    for (const id of new Set(task.tenantIds)) {
+      t.notOk(inFlight.get(id), `tenant ${id.slice(-1)} not already in flight`)
+      inFlight.set(id, 1)
+    }
+    try {
+      return await inner(task)
+    } finally {
+      for (const id of new Set(task.tenantIds)) inFlight.set(id, 0)
+    }
+  }
+  const submitted: Promise<void>[] = []
+  const itemsA: IngestItem[] = []
+  for (let i = 0; i < 12; i++) {
+    const it = item(5, `ord${i}`)
+    itemsA.push(it)
+    submitted.push(p.submit(TENANT_A, it), p.submit(i % 2 ? TENANT_B : TENANT_C, item(5, `x${i}`)))
+    await sleep(3)
+  }
+  await Promise.all(submitted)
+  t.ok(trace.tasks.length >= 3)
+  const rowsA = f.inserts.flatMap((i) => i.rows).filter((r) => r.tenant_id === TENANT_A)
+  t.same(rowsA.map((r) => r.event_id), itemsA.flatMap((it) => it.eventIds), 'tenant A in arrival order')
+})
+
+t.test('a tenant with a long backlog does not hold the others back', async (t) => {
+  const f = fakes()
+  const trace = traced(f, 10)
+  const p = createPipeline({ ...f, log, options: { maxQueuedEvents: 10_000, maxGroupEvents: 100, groupTargetEvents: 100, overlapWrites: false, maxGroupsInFlight: 1 } })
+  const backlog = Array.from({ length: 5 }, (_, i) => p.submit(TENANT_A, item(100, `big${i}`)))
+  const other = p.submit(TENANT_B, item(10, 'small'))
+  await Promise.all([...backlog, other])
+  t.same(trace.tasks.slice(0, 3), [[TENANT_A], [TENANT_B], [TENANT_A]], 'B goes right after A\'s first group')
 })
 
 t.test('a group whose rows ClickHouse refuses does not fail the groups it was coalesced with', async (t) => {
   const f = fakes({ insertMs: 40 })
-  const p = createPipeline({ ...f, log, options: { maxQueuedEvents: 10_000, maxGroupEvents: 5_000, overlapWrites: false } })
-  const TENANT_C = '00000000-0000-4000-8000-00000000000c'
-  const results = await Promise.allSettled([p.submit(TENANT_A, item(5, 'first')), p.submit(TENANT_B, item(5, 'poison')), p.submit(TENANT_C, item(5, 'fine'))])
+  const p = createPipeline({ ...f, log, options: { maxQueuedEvents: 10_000, maxGroupEvents: 5_000, overlapWrites: false, maxGroupsInFlight: 1 } })
+  const items = [item(5, 'first'), item(5, 'poison'), item(5, 'fine')]
+  const results = await Promise.allSettled([p.submit(TENANT_A, items[0] as IngestItem), p.submit(TENANT_B, items[1] as IngestItem), p.submit(TENANT_C, items[2] as IngestItem)])
   t.same(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled'])
   t.equal(f.inserts.flatMap((i) => i.rows).length, 10)
+  t.same(items.map((it) => [it.stored, it.deduped]), [[5, 0], [0, 0], [5, 0]], 'counts of the failed group start over')
+})
+
+/** Profiles that fail for tenant B's players, counting the attempts. */
+function poisonedProfiles() {
+  const attempts: string[][] = []
+  return {
+    attempts,
+    async write(_tx: unknown, players: PlayerColumns) {
+      attempts.push([...new Set(players.tenant_id)])
+      if (players.tenant_id.includes(TENANT_B)) throw new Error('value out of range')
+    },
+    forget: () => {},
+  }
+}
+
+t.test('spool mode: a group of several tenants whose transaction fails is written again tenant by tenant', async (t) => {
+  const f = fakes()
+  traced(f, 30)
+  const profiles = poisonedProfiles()
+  const spooled: number[] = []
+  const spool = { full: () => false, append: async (_tx: unknown, _rows: Uint8Array, n: number) => void spooled.push(n) } as unknown as Spool
+  const p = createPipeline({ ...f, profiles, spool, log, options: { maxQueuedEvents: 10_000, maxGroupEvents: 5_000, overlapWrites: false, maxGroupsInFlight: 1 } })
+  const first = p.submit(TENANT_A, item(5, 'sa', brandOf(TENANT_A)))
+  await sleep(5)
+  const items = [item(5, 'sb', brandOf(TENANT_B)), item(5, 'sc', brandOf(TENANT_C))]
+  const results = await Promise.allSettled([first, p.submit(TENANT_B, items[0] as IngestItem), p.submit(TENANT_C, items[1] as IngestItem)])
+  t.same(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled'])
+  t.same(profiles.attempts.filter((a) => a.length > 1).length, 3, 'the group of B and C: three tries')
+  t.same(items.map((it) => it.stored), [0, 5])
+  t.same(f.released, [10, 5], 'the group\'s ids, then B\'s, released')
+})
+
+t.test('ClickHouse mode: when the profiles of a stored group fail, only the failing tenant is told so', async (t) => {
+  const f = fakes()
+  traced(f, 30)
+  const profiles = poisonedProfiles()
+  const p = createPipeline({ ...f, profiles, log, options: { maxQueuedEvents: 10_000, maxGroupEvents: 5_000, overlapWrites: false, maxGroupsInFlight: 1 } })
+  const first = p.submit(TENANT_A, item(5, 'ca', brandOf(TENANT_A)))
+  await sleep(5)
+  const results = await Promise.allSettled([first, p.submit(TENANT_B, item(5, 'cb', brandOf(TENANT_B))), p.submit(TENANT_C, item(5, 'cc', brandOf(TENANT_C)))])
+  t.same(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled'])
+  t.match((results[1] as PromiseRejectedResult).reason, { code: 'SERVICE_UNAVAILABLE', message: /events stored/ })
+  t.same(profiles.attempts.at(-2), [TENANT_B])
+  t.same(profiles.attempts.at(-1), [TENANT_C])
+  t.equal(f.inserts.flatMap((i) => i.rows).length, 15, 'every event stored once')
 })

@@ -117,3 +117,38 @@ t.test('a player deleted behind the cache is re-created on its next event', asyn
   const c = await profile(tenant.id, 'carol')
   t.equal(Number(c?.event_count), 1)
 })
+
+t.test('tenants whose requests share groups keep their own players, profiles, outbox and events', async (t) => {
+  const tenants = await Promise.all([h.createTenant(), h.createTenant(), h.createTenant()])
+  // The same external ids in every tenant, sent at once, so that groups hold several tenants' requests.
+  const sends = tenants.flatMap((tenant, n) =>
+    Array.from({ length: 6 }, (_, r) =>
+      post(h, tenant.key, {
+        events: [
+          e('shared', r === 0 ? 'registration' : 'login', r, r === 0 ? { email: `t${n}@example.com`, currency: 'EUR' } : {}),
+          e('shared', 'deposit', 10 + r, { amount: (n + 1) * 10, currency: 'EUR' }),
+          e(`own-${n}`, 'login', r),
+        ],
+      }),
+    ),
+  )
+  const answers = await Promise.all(sends)
+  t.ok(answers.every((a) => a.status === 200), answers.map((a) => a.status).join(','))
+  for (const [n, tenant] of tenants.entries()) {
+    const p = await profile(tenant.id, 'shared')
+    t.equal(p?.email, `t${n}@example.com`, `tenant ${n}: its own registration`)
+    t.equal(Number(p?.deposit_count), 6)
+    t.equal(Number(p?.deposit_total), 6 * (n + 1) * 10, `tenant ${n}: only its own deposits`)
+    t.equal(Number(p?.tenant_id === tenant.id), 1)
+    const players = await h.app.ctx.sql<{ external_id: string }[]>`select external_id from players where tenant_id = ${tenant.id} order by 1`
+    t.same(players.map((x) => x.external_id), [`own-${n}`, 'shared'])
+    const events = await outbox(tenant.id)
+    t.same(events.map((x) => x.event).sort(), ['player.converted', 'player.created', 'player.created'])
+    t.ok(events.every((x) => x.data.external_id !== `own-${(n + 1) % 3}`))
+  }
+  await h.app.ctx.ingest?.spool?.flush('all')
+  for (const tenant of tenants) {
+    const rows = await h.app.ctx.ch.query<{ c: string | number }>('SELECT count() AS c FROM events WHERE tenant_id = {t:UUID} AND brand_id = {b:UUID}', { t: tenant.id, b: tenant.brand.id })
+    t.equal(Number(rows[0]?.c), 18)
+  }
+})

@@ -119,7 +119,7 @@ t.test('health shows the spool backlog; a full spool fails the check and refuses
   const other = await h.createTenant()
   const body = Buffer.from(JSON.stringify({ events: [ev(), ev(), ev()] }))
   const { rows, rowCount } = transformGroup({
-    tenantId: other.id, bodies: body, bounds: Int32Array.of(0, body.length), brandIds: [other.brand.id], mappingKeys: ['0'],
+    tenantIds: [other.id], bodies: body, bounds: Int32Array.of(0, body.length), brandIds: [other.brand.id], mappingKeys: ['0'],
     receivedAt: [Date.now()], keep: new Uint8Array(3).fill(1), mappings: { '0': { rules: [] } }, seqBase: Date.now() * 1024,
   })
   await sql.begin((tx) => small.append(tx, rows, rowCount))
@@ -137,7 +137,7 @@ t.test('the flusher vacuums the spool, so flushed rows leave no growing dead spa
   const body = Buffer.from(JSON.stringify({ events: Array.from({ length: 100 }, () => ev({ payload: { note: 'x'.repeat(200) } })) }))
   const group = () =>
     transformGroup({
-      tenantId: tenant.id, bodies: Buffer.concat([body, body, body]), bounds: Int32Array.of(0, body.length, body.length, 2 * body.length, 2 * body.length, 3 * body.length),
+      tenantIds: [tenant.id, tenant.id, tenant.id], bodies: Buffer.concat([body, body, body]), bounds: Int32Array.of(0, body.length, body.length, 2 * body.length, 2 * body.length, 3 * body.length),
       brandIds: [tenant.brand.id, tenant.brand.id, tenant.brand.id], mappingKeys: ['0', '0', '0'], receivedAt: [Date.now(), Date.now(), Date.now()],
       keep: new Uint8Array(300).fill(1), mappings: { '0': { rules: [] } }, seqBase: Date.now() * 1024,
     })
