@@ -27,7 +27,8 @@ export interface Spool {
   append(tx: TransactionSql | ReservedSql, rows: Uint8Array, rowCount: number, encoding?: SpoolEncoding): Promise<void>
   /**
    * Moves spooled events into ClickHouse: all of them, or only those other processes committed (what a
-   * dedupe verification cannot otherwise see). Resolves once they are in; rejects if ClickHouse fails.
+   * dedupe verification cannot otherwise see), including batches another flusher claimed and may never
+   * finish. Resolves once they are in; rejects if ClickHouse fails.
    */
   flush(scope?: 'all' | 'others'): Promise<void>
   /** Events spooled and not yet in ClickHouse, as of the last flush cycle plus what was appended since. */
@@ -44,7 +45,13 @@ const inflateRaw = promisify(inflateRawCb)
 
 /** Spool rows (ingest groups) per ClickHouse insert: ~30k–100k events at typical group sizes. */
 const GROUPS_PER_FLUSH = 100
-/** A claimed batch still in the spool after this long was left by a flusher that died: redo it. */
+/**
+ * The periodic flush redoes a claimed batch still in the spool after this long: its flusher died. Sooner
+ * it may be a live process's flush in progress (redoing it is harmless, its token drops the repeat, but
+ * doubles the work). Flushes that something relies on (startup, dedupe verification, stop) redo every
+ * claimed batch at once: a process killed mid-flush and restarted within these seconds would otherwise
+ * verify retries of acknowledged events against a ClickHouse that lacks them, and store them twice.
+ */
 const ABANDONED_AFTER_SEC = 10
 /** How often a flusher that moved rows vacuums the spool (see vacuum() below). */
 const SPOOL_VACUUM_EVERY_MS = 5_000
@@ -87,18 +94,21 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
     await sql`vacuum (skip_locked, truncate false) event_spool`.catch((err: unknown) => log.warn({ err }, 'ingest spool: vacuum failed'))
   }
 
-  async function flushOnce(scope: 'all' | 'others'): Promise<void> {
-    // Batches a dead flusher claimed first: their rows are older than anything unclaimed.
-    const abandoned = await sql<{ batch: string }[]>`
+  /** `periodic`: batches claimed by others are redone only once they look abandoned. */
+  async function flushOnce(scope: 'all' | 'others', periodic: boolean): Promise<void> {
+    // Claimed batches first: their rows are older than anything unclaimed. None of them is this process's
+    // flush in progress (flushes run one at a time): they are other processes', or ours that failed.
+    const claimed = await sql<{ batch: string }[]>`
       select distinct batch from event_spool
-      where sink = ${sink} and batch is not null and claimed_at < now() - make_interval(secs => ${ABANDONED_AFTER_SEC})
+      where sink = ${sink} and batch is not null
+        ${periodic ? sql`and claimed_at < now() - make_interval(secs => ${ABANDONED_AFTER_SEC})` : sql``}
       order by batch`
-    for (const { batch } of abandoned) {
+    for (const { batch } of claimed) {
       const n = await insertBatch(batch)
-      log.warn({ batch, events: n }, 'ingest spool: redid a flush batch left by an interrupted flush')
+      if (n) log.warn({ batch, events: n }, 'ingest spool: redid a flush batch left by an interrupted flush')
     }
     for (;;) {
-      const claimed = await sql<{ batch: string }[]>`
+      const picked = await sql<{ batch: string }[]>`
         with b as (select nextval('event_spool_batch_seq') as batch),
         picked as (
           select id from event_spool
@@ -109,9 +119,9 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
         update event_spool s set batch = b.batch, claimed_at = now()
         from b, picked where s.id = picked.id
         returning b.batch`
-      if (!claimed.length) break
-      await insertBatch((claimed[0] as { batch: string }).batch)
-      if (claimed.length < GROUPS_PER_FLUSH) break
+      if (!picked.length) break
+      await insertBatch((picked[0] as { batch: string }).batch)
+      if (picked.length < GROUPS_PER_FLUSH) break
     }
     const [left] = await sql<{ n: string }[]>`
       select coalesce(sum(row_count), 0) as n from event_spool where sink = ${sink}`
@@ -124,14 +134,17 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
   let othersPossible = true
   /** Flushes run one at a time per process, each after those already asked for. */
   let chain: Promise<void> = Promise.resolve()
-  function flush(scope: 'all' | 'others' = 'all'): Promise<void> {
-    if (scope === 'others' && !othersPossible) return Promise.resolve()
+  function enqueue(scope: 'all' | 'others', periodic: boolean): Promise<void> {
     const run = chain.then(async () => {
-      await flushOnce(scope)
-      if (scope === 'all' && ch.kind === 'chdb') othersPossible = false
+      await flushOnce(scope, periodic)
+      if (scope === 'all' && !periodic && ch.kind === 'chdb') othersPossible = false
     })
     chain = run.catch(() => {})
     return run
+  }
+  function flush(scope: 'all' | 'others' = 'all'): Promise<void> {
+    if (scope === 'others' && !othersPossible) return Promise.resolve()
+    return enqueue(scope, false)
   }
 
   return {
@@ -148,7 +161,7 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
       const tick = () => {
         if (stopped) return // a flush that was running when stop() came in
         timer = setTimeout(() => {
-          flush('all').then(
+          enqueue('all', true).then(
             () => vacuum().then(tick),
             (err: unknown) => {
               log.error({ err, backlog: backlogEvents }, 'ingest spool: flush to ClickHouse failed; events stay spooled, retrying')

@@ -75,6 +75,23 @@ t.test('a flush interrupted before its ClickHouse insert is redone', async (t) =
   t.equal(await storedCount(h, tenant.id), 7)
 })
 
+t.test('a batch claimed a moment ago by a flusher that died is flushed before anything relies on ClickHouse', async (t) => {
+  // A process killed mid-flush and restarted at once: its last batch is claimed but not old enough to look
+  // abandoned. The startup flush and every flush a dedupe verification asks for must still move it, or a
+  // retry of those acknowledged events is stored again (CI caught this in test/events/crash.test.ts).
+  const tenant = await h.createTenant()
+  const events = Array.from({ length: 5 }, () => ev())
+  t.equal((await post(h, tenant.key, { events })).status, 200)
+  await sql`
+    with b as (select nextval('event_spool_batch_seq') as batch)
+    update event_spool set batch = b.batch, claimed_at = now() from b
+    where sink = ${sink} and event_spool.batch is null`
+  await spool().flush()
+  t.equal(await storedCount(h, tenant.id), 5, 'in ClickHouse once the flush resolves')
+  t.equal(await spooled(), 0)
+  t.match((await post(h, tenant.key, { events })).body, { stored: 0, deduped: 5 })
+})
+
 t.test('a group spanning more than 100 months is flushed (no partition limit per insert)', async (t) => {
   const tenant = await h.createTenant()
   // ClickHouse refuses inserts touching more than 100 partitions by default; a spooled group is already
