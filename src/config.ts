@@ -42,7 +42,7 @@ export interface Config {
   segmentRecomputeIntervalMs: number
   /** When POST /events answers: once the events are in ClickHouse, or once they are spooled in PostgreSQL. */
   ingestAckAfter: 'clickhouse' | 'postgres'
-  /** With ingestAckAfter = postgres: how often spooled events move to ClickHouse. */
+  /** How often the spool flusher runs (with ingestAckAfter = clickhouse it only moves what was left behind). */
   ingestFlushIntervalMs: number
   version: string
 }

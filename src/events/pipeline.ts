@@ -4,28 +4,24 @@
 // that is ready, so that the stores see few large writes instead of one small write per tenant:
 //
 //   dedupe claim (Redis, one EVALSHA)  →  transform on a Piscina worker (raw bytes in)
-//   →  ClickHouse insert (coalesced across groups)  →  PostgreSQL transaction (players, profiles, outbox)
-//   →  ids marked stored  →  every request of the group is answered.
+//   →  PostgreSQL transaction (players, profiles, outbox, and the events in the spool)
+//   →  INGEST_ACK_AFTER=clickhouse: the events inserted into ClickHouse (the spool's flusher does it later
+//      otherwise)  →  ids marked stored  →  every request of the group is answered.
 //
 // At most maxGroupsInFlight groups run at once: the fewer, the larger each (every group costs a Redis
 // round trip, a worker task and a PostgreSQL transaction whatever its size). A group stops taking
 // tenants once it holds groupTargetEvents, so a heavy load still forms several groups that overlap.
 //
-// A request is answered only after its events are in ClickHouse and its players/profiles are committed
-// in PostgreSQL. Any failure before the ClickHouse insert releases the claimed ids, so the retry stores;
-// a failed group of several tenants is written again tenant by tenant, so that one tenant's bad data
-// fails only that tenant's requests. With a spool (INGEST_ACK_AFTER=postgres, spool.ts) the ClickHouse
-// insert is replaced by the group's rows joining the PostgreSQL transaction; the spool's flusher inserts
-// them into ClickHouse later.
-import type { ReservedSql, TransactionSql } from 'postgres'
-import type { ClickHouse } from '../db/clickhouse.ts'
+// Events and profile deltas commit together, in one transaction, in both modes: a crash at any point
+// leaves either both or neither (spool.ts moves committed events to ClickHouse exactly once). Any failure
+// before the commit releases the claimed ids, so the retry stores; a failed group of several tenants is
+// written again tenant by tenant, so that one tenant's bad data fails only that tenant's requests.
 import { pipelinedTransaction, type Sql } from '../db/postgres.ts'
 import { AppError } from '../errors.ts'
 import type { Logger } from '../lib/log.ts'
 import type { IngestPool } from '../workers/pool.ts'
 import type { Dedupe, DedupeEntry } from './dedupe.ts'
 import type { MappingConfig } from './mapping.ts'
-import { EVENT_COLUMNS } from './event-rows.ts'
 import { createProfileWriter } from './profiles.ts'
 import type { Spool } from './spool.ts'
 
@@ -52,10 +48,8 @@ export interface PipelineOptions {
   maxGroupsInFlight?: number
   /** A group stops taking further tenants' requests once it holds this many events (default 500). */
   groupTargetEvents?: number
-  /** Run the PostgreSQL statements while the ClickHouse insert runs (PostgreSQL server only). */
-  overlapWrites: boolean
-  /** An idle ClickHouse writer given a small payload waits this long for more (0: insert at once). */
-  chLingerMs?: number
+  /** INGEST_ACK_AFTER: answer once the events are in ClickHouse, or once they are committed to the spool. */
+  ackAfter: 'clickhouse' | 'postgres'
 }
 
 export interface Pipeline {
@@ -82,37 +76,31 @@ interface Mailbox {
 }
 
 const unavailable = (message: string) => new AppError('SERVICE_UNAVAILABLE', message, undefined, { 'retry-after': '1' })
-const profilesNotUpdated = () => unavailable('events stored, player profiles not updated; retry is safe')
-
 /**
- * A group's events were stored but the profiles of some of its tenants (all when `tenants` is undefined)
- * could not be written: writing those requests again would only count them as duplicates.
+ * The group's events and profiles were committed, but the answer cannot be a 200 (INGEST_ACK_AFTER=
+ * clickhouse and the insert failed): writing those requests again would only count them as duplicates.
  */
 class StoredButFailed extends Error {
-  constructor(
-    readonly answer: AppError,
-    readonly tenants?: Set<string>,
-  ) {
+  constructor(readonly answer: AppError) {
     super(answer.message)
   }
 }
 
 export function createPipeline(deps: {
   sql: Sql
-  ch: ClickHouse
   dedupe: Dedupe
   pool: IngestPool
   log: Logger
   options: PipelineOptions
   /** Stand-in for tests; by default the PostgreSQL writer of profiles.ts. */
   profiles?: ReturnType<typeof createProfileWriter>
-  /** INGEST_ACK_AFTER=postgres: events go to this spool in the profiles' transaction, not to ClickHouse. */
-  spool?: Spool
+  /** Where the events go in the profiles' transaction, and from there into ClickHouse. */
+  spool: Spool
 }): Pipeline {
-  const { sql, dedupe, pool, log, options } = deps
+  const { sql, dedupe, pool, log, options, spool } = deps
   const maxGroupsInFlight = options.maxGroupsInFlight ?? 2
   const groupTargetEvents = options.groupTargetEvents ?? 500
-  const chWriter = createChWriter(deps.ch, deps.ch.kind === 'chdb' ? 1 : 2, options.chLingerMs ?? 0)
+  const ackAfterClickHouse = options.ackAfter === 'clickhouse'
   const profiles = deps.profiles ?? createProfileWriter()
   const mailboxes = new Map<string, Mailbox>()
   let served = 0
@@ -137,7 +125,7 @@ export function createPipeline(deps: {
     if (box.queuedEvents + n > options.maxQueuedEvents && box.queue.length > 0) {
       return Promise.reject(unavailable('ingestion backlog of this tenant is full; retry shortly'))
     }
-    if (deps.spool?.full()) {
+    if (spool.full()) {
       return Promise.reject(unavailable('events are not reaching ClickHouse; retry later'))
     }
     const mailbox = box
@@ -201,10 +189,7 @@ export function createPipeline(deps: {
       for (const w of group) w.resolve()
     } catch (err) {
       if (err instanceof StoredButFailed) {
-        for (const w of group) {
-          if (!err.tenants || err.tenants.has(w.tenantId)) w.reject(err.answer)
-          else w.resolve()
-        }
+        for (const w of group) w.reject(err.answer)
         return
       }
       const tenants = [...new Set(group.map((w) => w.tenantId))]
@@ -278,8 +263,8 @@ export function createPipeline(deps: {
     }
     if (toStore === 0) return
 
-    // 2..4. Transform, ClickHouse, PostgreSQL. A failure before the ClickHouse insert frees the ids.
-    /** The events are durably stored (ClickHouse insert done, or spool committed): the ids count as stored. */
+    // 2..4. Transform, PostgreSQL, ClickHouse. A failure before the commit frees the ids.
+    /** The events are durably stored (committed with the profiles): the ids count as stored. */
     let durable = false
     try {
       const total = items.reduce((a, it) => a + it.raw.length, 0)
@@ -318,81 +303,37 @@ export function createPipeline(deps: {
         keep,
         mappings,
         seqBase: nextSeq(toStore),
-        deflateRows: deps.spool !== undefined,
+        deflateRows: true,
       })
       const t2 = performance.now()
-      const writePostgres = (tx: TransactionSql | ReservedSql) => profiles.write(tx, result.players, result.statuses)
-      /** A transaction that did not commit may have missed players the writer believed in, or created some. */
-      const forgetOnFailure = <T>(p: Promise<T>) =>
-        p.catch((err: unknown) => {
+      // 3. One transaction: players, profiles, outbox and the group's events in the spool, so events and
+      // profile deltas are durable together whatever happens next. Sent in one go with its BEGIN and
+      // COMMIT (pipelinedTransaction).
+      const spoolRows = result.rowsDeflated ?? result.rows
+      const encoding = result.rowsDeflated ? 'rowbinary-deflate' : 'rowbinary'
+      let batch: string | undefined
+      await withRetries(log, () =>
+        pipelinedTransaction(sql, async (tx) => {
+          const [, b] = await Promise.all([profiles.write(tx, result.players, result.statuses), spool.append(tx, spoolRows, result.rowCount, encoding, ackAfterClickHouse)])
+          batch = b
+        }).catch((err: unknown) => {
+          // A transaction that did not commit may have missed players the writer believed in, or created some.
           profiles.forget(result.players)
           throw err
+        }),
+      )
+      durable = true
+      const t3 = performance.now()
+      // 4. INGEST_ACK_AFTER=clickhouse: the events go to ClickHouse before the answer. If that fails they
+      // are accepted all the same (the spool's flusher inserts them later): the answer says so.
+      if (ackAfterClickHouse) {
+        await spool.insertNow(batch as string, result.rows, result.rowCount).catch((err: unknown) => {
+          log.error({ err, tenants, events: toStore }, 'ingest: clickhouse insert failed; the events stay spooled and reach it later')
+          throw unavailable('events accepted, not yet in ClickHouse (they are kept and moved there later); a retry counts them as duplicates')
         })
-      /**
-       * The events are in ClickHouse: the profiles must follow. If they cannot, in a group of several
-       * tenants, each tenant's are tried on their own, so only the tenant whose data fails misses them.
-       */
-      const writeProfilesOfStored = async () => {
-        try {
-          await withRetries(log, () => forgetOnFailure(pipelinedTransaction(sql, writePostgres)))
-        } catch (err) {
-          if (tenants === 1) throw err
-          const failed = new Set<string>()
-          for (const tenantId of new Set(tenantIds)) {
-            const players = rowsOfTenant(result.players, tenantId)
-            const statuses = rowsOfTenant(result.statuses, tenantId)
-            await forgetOnFailure(pipelinedTransaction(sql, (tx) => profiles.write(tx, players, statuses))).catch((e: unknown) => {
-              log.error({ err: e, tenantId }, 'ingest: profile update of this tenant failed')
-              failed.add(tenantId)
-            })
-          }
-          if (failed.size) throw new StoredButFailed(profilesNotUpdated(), failed)
-        }
-      }
-      if (deps.spool) {
-        const spool = deps.spool
-        // One transaction: the events are acknowledged exactly when the profiles are. Sent in one go with
-        // its BEGIN and COMMIT (pipelinedTransaction).
-        await withRetries(log, () =>
-          forgetOnFailure(pipelinedTransaction(sql, (tx) => Promise.all([writePostgres(tx), spool.append(tx, result.rows, result.rowCount, result.rowsDeflated ? 'rowbinary-deflate' : 'rowbinary')]))),
-        )
-        durable = true
-        if (log.isLevelEnabled('debug')) {
-          log.debug({ tenants, requests: items.length, events: toStore, dedupeMs: ms(t0, t1), transformMs: ms(t1, t2), postgresMs: ms(t2, performance.now()) }, 'ingest group spooled')
-        }
-        await claim.commit()
-        return
-      }
-      let t3 = 0
-      const chWrite = chWriter.write(result.rows).then(() => {
-        durable = true
-        t3 = performance.now()
-      })
-      if (options.overlapWrites) {
-        // PostgreSQL server: run the statements while ClickHouse inserts, commit only once the events are
-        // in ClickHouse (a failed insert rolls the profiles back). Not with PGlite, where an open
-        // transaction blocks every other connection.
-        chWrite.catch(() => {})
-        try {
-          await forgetOnFailure(
-            sql.begin(async (tx) => {
-              await writePostgres(tx)
-              await chWrite
-            }),
-          )
-        } catch (err) {
-          // The insert may still be running: its outcome decides whether the ids are stored.
-          await chWrite.catch(() => {})
-          if (!durable) throw err
-          log.warn({ err, tenants }, 'ingest: postgres write failed after the clickhouse insert, retrying')
-          await writeProfilesOfStored()
-        }
-      } else {
-        await chWrite
-        await writeProfilesOfStored()
       }
       if (log.isLevelEnabled('debug')) {
-        log.debug({ tenants, requests: items.length, events: toStore, players: result.players.brand_id.length, dedupeMs: ms(t0, t1), transformMs: ms(t1, t2), clickhouseMs: ms(t2, t3), storesMs: ms(t2, performance.now()) }, 'ingest group written')
+        log.debug({ tenants, requests: items.length, events: toStore, dedupeMs: ms(t0, t1), transformMs: ms(t1, t2), postgresMs: ms(t2, t3), clickhouseMs: ms(t3, performance.now()) }, 'ingest group written')
       }
     } catch (err) {
       if (!durable) {
@@ -401,11 +342,8 @@ export function createPipeline(deps: {
         log.error({ err, tenants }, 'ingest: write failed, nothing stored')
         throw unavailable('event store unavailable; retry shortly')
       }
-      // The events are in ClickHouse: their ids count as stored (a retry is a duplicate), but the
-      // profiles missed this group. Loud, because only a replay from ClickHouse repairs it.
       await claim.commit()
-      log.error({ err, tenants, events: toStore }, 'ingest: events stored but profile update failed')
-      throw err instanceof StoredButFailed ? err : new StoredButFailed(profilesNotUpdated())
+      throw new StoredButFailed(err instanceof AppError ? err : unavailable('events accepted; retry is safe'))
     }
     await claim.commit()
   }
@@ -421,13 +359,6 @@ export function createPipeline(deps: {
 
 const ms = (a: number, b: number) => Math.round((b - a) * 10) / 10
 
-/** The rows of one tenant from a group's columns (PlayerColumns, StatusColumns). */
-function rowsOfTenant<T extends { tenant_id: string[] }>(cols: T, tenantId: string): T {
-  const idx: number[] = []
-  cols.tenant_id.forEach((t, i) => t === tenantId && idx.push(i))
-  return Object.fromEntries(Object.entries(cols).map(([k, v]) => [k, idx.map((i) => (v as unknown[])[i])])) as T
-}
-
 /** PostgreSQL serialization failures and dropped connections are worth a second try. */
 async function withRetries<T>(log: Logger, fn: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
@@ -438,64 +369,5 @@ async function withRetries<T>(log: Logger, fn: () => Promise<T>): Promise<T> {
       log.warn({ err, attempt }, 'ingest: postgres write failed, retrying')
       await new Promise((r) => setTimeout(r, 50 * attempt))
     }
-  }
-}
-
-/**
- * Coalesces the rows of every tenant's group into few ClickHouse inserts. chDB's cost is per part, not
- * per row (~6 ms of CPU to write a part and about as much to merge it later, against ~2-4 µs per
- * RowBinary row), so while one insert runs the next one collects everything that arrives, and an idle
- * writer given a small payload waits lingerMs for company.
- */
-function createChWriter(ch: ClickHouse, maxInFlight: number, lingerMs: number) {
-  const MAX_BYTES = 32 * 1024 * 1024
-  /** Below this (~300 rows), an idle writer lingers. */
-  const LINGER_BELOW_BYTES = 128 * 1024
-  let queue: { buf: Uint8Array; resolve(): void; reject(err: unknown): void }[] = []
-  let queuedBytes = 0
-  let inFlight = 0
-  let timer: NodeJS.Timeout | undefined
-  const insert = (rows: Uint8Array) => ch.insertRowBinary('events', EVENT_COLUMNS, rows)
-  const pump = () => {
-    if (timer) {
-      clearTimeout(timer)
-      timer = undefined
-    }
-    while (inFlight < maxInFlight && queue.length) {
-      let bytes = 0
-      let n = 0
-      while (n < queue.length && (n === 0 || bytes + (queue[n] as { buf: Uint8Array }).buf.length <= MAX_BYTES)) {
-        bytes += (queue[n] as { buf: Uint8Array }).buf.length
-        n++
-      }
-      const batch = queue.slice(0, n)
-      queue = queue.slice(n)
-      queuedBytes -= bytes
-      inFlight++
-      const payload = batch.length === 1 ? (batch[0] as { buf: Uint8Array }).buf : Buffer.concat(batch.map((b) => b.buf), bytes)
-      insert(payload).then(
-        () => {
-          for (const b of batch) b.resolve()
-        },
-        async (err: unknown) => {
-          if (batch.length === 1) return (batch[0] as { reject(err: unknown): void }).reject(err)
-          // One group's rows must not fail everybody's: retry each contribution on its own.
-          for (const b of batch) await insert(b.buf).then(b.resolve, b.reject)
-        },
-      ).finally(() => {
-        inFlight--
-        pump()
-      })
-    }
-  }
-  return {
-    write(rows: Uint8Array): Promise<void> {
-      return new Promise<void>((resolve, reject) => {
-        queue.push({ buf: rows, resolve, reject })
-        queuedBytes += rows.length
-        if (inFlight > 0 || lingerMs <= 0 || queuedBytes >= LINGER_BELOW_BYTES) pump()
-        else timer ??= setTimeout(pump, lingerMs)
-      })
-    },
   }
 }

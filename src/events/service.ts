@@ -13,30 +13,29 @@ export interface IngestEngine {
   limiter: RateLimiter
   mappings: MappingCache
   pipeline: Pipeline
-  /** Only with INGEST_ACK_AFTER=postgres. */
-  spool?: Spool
+  spool: Spool
 }
 
-export const DEFAULT_PIPELINE_OPTIONS = { maxQueuedEvents: 20_000, maxGroupEvents: 5_000, chLingerMs: 4 }
-/** Spool mode: with this many events waiting for ClickHouse, requests get 503 (and health says so). */
+export const DEFAULT_PIPELINE_OPTIONS = { maxQueuedEvents: 20_000, maxGroupEvents: 5_000 }
+/** With this many events waiting for ClickHouse in the spool, requests get 503 (and health says so). */
 const MAX_SPOOLED_EVENTS = 2_000_000
 
 /** Background service: registered in app.ts, it sets ctx.ingest for the route. */
 export async function startIngestService(ctx: AppContext) {
   const pool = createIngestPool()
-  const spool = ctx.config.ingestAckAfter === 'postgres' ? createSpool({ sql: ctx.sql, ch: ctx.ch, log: ctx.log, intervalMs: ctx.config.ingestFlushIntervalMs, maxBacklog: MAX_SPOOLED_EVENTS }) : undefined
-  if (spool) {
-    // Events a previous process acknowledged but did not flush go first, so ClickHouse is complete for
-    // the dedupe checks of this one.
-    await spool.flush('all').catch((err: unknown) => ctx.log.error({ err }, 'ingest spool: startup flush failed; retrying in the background'))
-    spool.start()
-  }
+  // Both modes commit the events to the spool with the profiles; INGEST_ACK_AFTER=clickhouse then inserts
+  // them before answering, and the flusher only moves what a failure or a crash left behind.
+  const spool = createSpool({ sql: ctx.sql, ch: ctx.ch, log: ctx.log, intervalMs: ctx.config.ingestFlushIntervalMs, maxBacklog: MAX_SPOOLED_EVENTS })
+  // Events a previous process committed but did not move go first, so ClickHouse is complete for the
+  // dedupe checks of this one.
+  await spool.flush('all').catch((err: unknown) => ctx.log.error({ err }, 'ingest spool: startup flush failed; retrying in the background'))
+  spool.start()
   // Dedupe verifies ids against ClickHouse; spooled events of other processes are not there yet.
-  const dedupe = createDedupe({ redis: ctx.redis, ch: ctx.ch, log: ctx.log, beforeVerify: spool && ((scope) => spool.flush(scope)) })
+  const dedupe = createDedupe({ redis: ctx.redis, ch: ctx.ch, log: ctx.log, beforeVerify: (scope) => spool.flush(scope) })
   const engine: IngestEngine = {
     limiter: createRateLimiter({ limitPerMin: ctx.config.rateLimitIngestPerMin, redis: ctx.redis, log: ctx.log }),
     mappings: createMappingCache({ sql: ctx.sql, bus: ctx.bus }),
-    pipeline: createPipeline({ sql: ctx.sql, ch: ctx.ch, dedupe, pool, log: ctx.log, spool, options: { ...DEFAULT_PIPELINE_OPTIONS, overlapWrites: ctx.pg.kind === 'postgres' } satisfies PipelineOptions }),
+    pipeline: createPipeline({ sql: ctx.sql, dedupe, pool, log: ctx.log, spool, options: { ...DEFAULT_PIPELINE_OPTIONS, ackAfter: ctx.config.ingestAckAfter } satisfies PipelineOptions }),
     spool,
   }
   ctx.ingest = engine
@@ -45,7 +44,7 @@ export async function startIngestService(ctx: AppContext) {
       // The HTTP server has drained its requests by now; wait for anything still in a mailbox.
       await engine.pipeline.drain()
       ctx.ingest = undefined
-      await spool?.stop()
+      await spool.stop()
       await dedupe.stop()
       await pool.close()
     },

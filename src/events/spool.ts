@@ -1,11 +1,14 @@
-// The event spool, for INGEST_ACK_AFTER=postgres (docs/ingestion.md, "Acknowledgement modes").
+// The event spool (docs/ingestion.md, "Durability"). Every ingest group's RowBinary rows are committed
+// to PostgreSQL in the same transaction as its players and profiles, so events and profile deltas are
+// durable together: a crash leaves both or neither. From there:
 //
-// chDB pays ~6 ms of CPU per insert plus about as much again merging the part later, whatever the insert's
-// size; a durable acknowledgement per ClickHouse insert therefore caps small-group traffic far below what
-// the rest of the pipeline does. In this mode a group's RowBinary rows are committed to PostgreSQL in the
-// same transaction as its players and profiles (so events and profile deltas are durable together, and
-// the 200 needs no ClickHouse round trip), and this flusher moves them to ClickHouse every intervalMs in
-// large inserts.
+// - INGEST_ACK_AFTER=clickhouse: the row is claimed in that transaction under a batch of its own, and
+//   the pipeline inserts it (insertNow) before answering. The flusher only redoes what a failure or a
+//   crash left behind.
+// - INGEST_ACK_AFTER=postgres: the answer goes out after the commit, and the flusher moves the rows to
+//   ClickHouse every intervalMs in large inserts. chDB pays ~6 ms of CPU per insert plus about as much
+//   again merging the part later, whatever the insert's size, so this mode carries small-group traffic
+//   far better than an insert per group.
 //
 // Exactly once: a flush first claims a set of spool rows under a new batch number (committed), inserts
 // them with insert_deduplication_token = the batch, then deletes them. A flush interrupted anywhere is
@@ -23,8 +26,18 @@ import { EVENT_COLUMNS } from './event-rows.ts'
 export type SpoolEncoding = 'rowbinary' | 'rowbinary-deflate'
 
 export interface Spool {
-  /** Inside the group's transaction: its events, committed (or not) with its players and profiles. */
-  append(tx: TransactionSql | ReservedSql, rows: Uint8Array, rowCount: number, encoding?: SpoolEncoding): Promise<void>
+  /**
+   * Inside the group's transaction: its events, committed (or not) with its players and profiles. With
+   * `claim` (INGEST_ACK_AFTER=clickhouse) the row is claimed at once under a batch of its own, returned,
+   * for insertNow; the flusher leaves it alone for ABANDONED_AFTER_SEC.
+   */
+  append(tx: TransactionSql | ReservedSql, rows: Uint8Array, rowCount: number, encoding?: SpoolEncoding, claim?: boolean): Promise<string | undefined>
+  /**
+   * After the commit, INGEST_ACK_AFTER=clickhouse: inserts a claimed row's events (`rows`: RowBinary, as
+   * appended before any deflate) under the batch's token, so that a redo by a flusher after a crash or
+   * a failure stores nothing twice. The row is deleted afterwards, in the background.
+   */
+  insertNow(batch: string, rows: Uint8Array, rowCount: number): Promise<void>
   /**
    * Moves spooled events into ClickHouse: all of them, or only those other processes committed (what a
    * dedupe verification cannot otherwise see), including batches another flusher claimed and may never
@@ -96,11 +109,13 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
 
   /** `periodic`: batches claimed by others are redone only once they look abandoned. */
   async function flushOnce(scope: 'all' | 'others', periodic: boolean): Promise<void> {
-    // Claimed batches first: their rows are older than anything unclaimed. None of them is this process's
-    // flush in progress (flushes run one at a time): they are other processes', or ours that failed.
+    // Claimed batches first: their rows are older than anything unclaimed. None of them is a flush of this
+    // process in progress (flushes run one at a time): they are other processes', ours that failed, or an
+    // insertNow in progress (INGEST_ACK_AFTER=clickhouse; redoing it is harmless, the token drops one).
     const claimed = await sql<{ batch: string }[]>`
       select distinct batch from event_spool
       where sink = ${sink} and batch is not null
+        ${scope === 'others' ? sql`and writer <> ${writer}` : sql``}
         ${periodic ? sql`and claimed_at < now() - make_interval(secs => ${ABANDONED_AFTER_SEC})` : sql``}
       order by batch`
     for (const { batch } of claimed) {
@@ -147,12 +162,42 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
     return enqueue(scope, false)
   }
 
+  // Rows insertNow moved to ClickHouse, deleted in the background: one statement in flight, the rest of
+  // the batches waiting for the next (a redo before the delete is harmless: the token drops it).
+  let toDelete: string[] = []
+  let deleting: Promise<void> | undefined
+  function deleteInserted(): Promise<void> {
+    if (deleting || !toDelete.length) return deleting ?? Promise.resolve()
+    const batches = toDelete
+    toDelete = []
+    deleting = sql`delete from event_spool where batch = any(${batches}::bigint[])`.then(
+      (res) => void (movedSinceVacuum += res.count),
+      (err: unknown) => log.warn({ err, batches: batches.length }, 'ingest spool: could not delete inserted rows; the flusher redoes them harmlessly'),
+    ).finally(() => {
+      deleting = undefined
+      void deleteInserted()
+    })
+    return deleting
+  }
+
   return {
-    async append(tx, rows, rowCount, encoding = 'rowbinary') {
+    async append(tx, rows, rowCount, encoding = 'rowbinary', claim = false) {
+      const bytes = Buffer.from(rows.buffer, rows.byteOffset, rows.byteLength)
       // Sent at once (execute): the caller may pipeline it with the COMMIT.
-      await tx`insert into event_spool (sink, writer, rows, row_count, encoding)
-               values (${sink}, ${writer}, ${Buffer.from(rows.buffer, rows.byteOffset, rows.byteLength)}, ${rowCount}, ${encoding})`.execute()
+      const [row] = claim
+        ? await tx<{ batch: string }[]>`insert into event_spool (sink, writer, rows, row_count, encoding, batch, claimed_at)
+               values (${sink}, ${writer}, ${bytes}, ${rowCount}, ${encoding}, nextval('event_spool_batch_seq'), now())
+               returning batch`.execute()
+        : await tx`insert into event_spool (sink, writer, rows, row_count, encoding)
+               values (${sink}, ${writer}, ${bytes}, ${rowCount}, ${encoding})`.execute()
       backlogEvents += rowCount
+      return row?.batch
+    },
+    async insertNow(batch, rows, rowCount) {
+      await ch.insertRowBinary('events', EVENT_COLUMNS, rows, { dedupeToken: `respin-spool-${batch}` })
+      backlogEvents -= rowCount
+      toDelete.push(batch)
+      void deleteInserted()
     },
     flush,
     backlog: () => backlogEvents,
@@ -177,6 +222,7 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
       stopped = true
       if (timer) clearTimeout(timer)
       timer = undefined
+      while (deleting || toDelete.length) await deleteInserted()
       await flush('all').catch((err: unknown) => {
         log.error({ err, backlog: backlogEvents }, 'ingest spool: final flush failed; the events stay spooled until the next start')
       })

@@ -12,7 +12,7 @@ const Check = Type.Object({
   status: Type.Union([Type.Literal('ok'), Type.Literal('fail'), Type.Literal('embedded')]),
   latency_ms: Type.Optional(Type.Number()),
   error: Type.Optional(Type.String()),
-  /** ingest_spool only (INGEST_ACK_AFTER=postgres): events acknowledged and not yet in ClickHouse. */
+  /** ingest_spool: events committed with their profiles and not yet in ClickHouse (docs/ingestion.md). */
   backlog: Type.Optional(Type.Integer()),
 })
 const Health = Type.Object(

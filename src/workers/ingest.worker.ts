@@ -19,8 +19,7 @@ export default function run(task: IngestTask): IngestTaskResult {
   // PostgreSQL (TOAST, WAL). Not for small groups: a deflate call costs 30-75 µs whatever its size, and
   // rows under ~2 KB are not TOASTed anyway.
   if (task.deflateRows && result.rows.length >= DEFLATE_FROM_BYTES) {
-    result.rows = deflateRawSync(result.rows, { level: 1 })
-    result.rowsDeflated = true
+    result.rowsDeflated = deflateRawSync(result.rows, { level: 1 })
   }
   return result
 }

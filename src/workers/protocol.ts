@@ -4,10 +4,10 @@
 import Type from 'typebox'
 import type { TransformResult, TransformTask } from '../events/transform.ts'
 
-/** deflateRows: the rows go to the spool (INGEST_ACK_AFTER=postgres), raw-deflated here, off the main thread. */
+/** deflateRows: the rows go to the spool, so a raw-deflated copy is made here, off the main thread. */
 export type IngestTask = { kind: 'transform'; deflateRows?: boolean } & TransformTask
-/** rowsDeflated: `rows` are raw-deflated (asked for with deflateRows, and large enough to be worth it). */
-export type IngestTaskResult = TransformResult & { rowsDeflated?: boolean }
+/** rowsDeflated: `rows` raw-deflated (asked for with deflateRows, and large enough to be worth it). */
+export type IngestTaskResult = TransformResult & { rowsDeflated?: Uint8Array }
 
 /** Shape check of a task, run once per message at the worker boundary (cheap: no per-event work). */
 export const IngestTaskSchema = Type.Object({

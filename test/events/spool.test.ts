@@ -78,7 +78,7 @@ t.test('a flush interrupted before its ClickHouse insert is redone', async (t) =
 t.test('a batch claimed a moment ago by a flusher that died is flushed before anything relies on ClickHouse', async (t) => {
   // A process killed mid-flush and restarted at once: its last batch is claimed but not old enough to look
   // abandoned. The startup flush and every flush a dedupe verification asks for must still move it, or a
-  // retry of those acknowledged events is stored again (CI caught this in test/events/crash.test.ts).
+  // retry of those acknowledged events is stored again (CI caught this in the crash test, test/events/crash.ts).
   const tenant = await h.createTenant()
   const events = Array.from({ length: 5 }, () => ev())
   t.equal((await post(h, tenant.key, { events })).status, 200)
