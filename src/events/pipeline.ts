@@ -303,7 +303,6 @@ export function createPipeline(deps: {
         keep,
         mappings,
         seqBase: nextSeq(toStore),
-        deflateRows: true,
       })
       const t2 = performance.now()
       // 3. One transaction: players, profiles, outbox and the group's events in the spool, so events and

@@ -52,7 +52,6 @@ export interface PlayerColumns {
 }
 
 export interface StatusColumns {
-  tenant_id: string[]
   brand_id: string[]
   external_id: string[]
   status: string[]
@@ -146,7 +145,7 @@ export function transformGroup(task: TransformTask): TransformResult {
     return m
   }
   const players = new Map<string, PlayerAcc>()
-  const statuses = new Map<string, { tenantId: string; brandId: string; externalId: string; status: string; reason: string | null }>()
+  const statuses = new Map<string, { brandId: string; externalId: string; status: string; reason: string | null }>()
   const rows = new RowBinaryWriter()
   let rowCount = 0
   let seq = task.seqBase
@@ -250,7 +249,7 @@ export function transformGroup(task: TransformTask): TransformResult {
         }
         case 'status_change': {
           const status = typeof f.status === 'string' ? f.status : ''
-          if (STATUSES.has(status)) statuses.set(key, { tenantId, brandId, externalId, status, reason: str(f.reason) })
+          if (STATUSES.has(status)) statuses.set(key, { brandId, externalId, status, reason: str(f.reason) })
           break
         }
         default: {
@@ -305,9 +304,8 @@ export function transformGroup(task: TransformTask): TransformResult {
     cols.first_deposit_currency.push(p.firstDepositCurrency)
     cols.last_deposit_at.push(iso(p.lastDepositAt))
   }
-  const st: StatusColumns = { tenant_id: [], brand_id: [], external_id: [], status: [], reason: [] }
+  const st: StatusColumns = { brand_id: [], external_id: [], status: [], reason: [] }
   for (const s of statuses.values()) {
-    st.tenant_id.push(s.tenantId)
     st.brand_id.push(s.brandId)
     st.external_id.push(s.externalId)
     st.status.push(s.status)

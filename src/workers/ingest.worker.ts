@@ -18,7 +18,7 @@ export default function run(task: IngestTask): IngestTaskResult {
   // Level 1: ~5x smaller RowBinary for ~0.6 µs per event at 100 events; the spool pays per byte in
   // PostgreSQL (TOAST, WAL). Not for small groups: a deflate call costs 30-75 µs whatever its size, and
   // rows under ~2 KB are not TOASTed anyway.
-  if (task.deflateRows && result.rows.length >= DEFLATE_FROM_BYTES) {
+  if (result.rows.length >= DEFLATE_FROM_BYTES) {
     result.rowsDeflated = deflateRawSync(result.rows, { level: 1 })
   }
   return result

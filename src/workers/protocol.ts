@@ -4,15 +4,13 @@
 import Type from 'typebox'
 import type { TransformResult, TransformTask } from '../events/transform.ts'
 
-/** deflateRows: the rows go to the spool, so a raw-deflated copy is made here, off the main thread. */
-export type IngestTask = { kind: 'transform'; deflateRows?: boolean } & TransformTask
-/** rowsDeflated: `rows` raw-deflated (asked for with deflateRows, and large enough to be worth it). */
+export type IngestTask = { kind: 'transform' } & TransformTask
+/** rowsDeflated: `rows` raw-deflated for the spool, off the main thread (when large enough to be worth it). */
 export type IngestTaskResult = TransformResult & { rowsDeflated?: Uint8Array }
 
 /** Shape check of a task, run once per message at the worker boundary (cheap: no per-event work). */
 export const IngestTaskSchema = Type.Object({
   kind: Type.Literal('transform'),
-  deflateRows: Type.Optional(Type.Boolean()),
   bodies: Type.Unsafe<Uint8Array>({}),
   bounds: Type.Unsafe<Int32Array>({}),
   tenantIds: Type.Array(Type.String()),
