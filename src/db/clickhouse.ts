@@ -203,6 +203,36 @@ const CHDB_INSERT_SETTINGS = 'max_threads = 1, max_insert_threads = 1, log_queri
  */
 const INSERT_SETTINGS = { max_partitions_per_insert_block: '0' }
 
+/**
+ * ClickHouse error codes that refuse the data itself (parse and type errors): the same bytes are refused at
+ * every attempt, and nothing of the insert was stored. Anything else (unreachable, too many parts, memory,
+ * timeouts) may pass on a retry, or may even have landed.
+ */
+const DATA_ERROR_CODES = new Set([
+  6, // CANNOT_PARSE_TEXT
+  26, // CANNOT_PARSE_QUOTED_STRING
+  27, // CANNOT_PARSE_INPUT_ASSERTION_FAILED
+  32, // ATTEMPT_TO_READ_AFTER_EOF
+  33, // CANNOT_READ_ALL_DATA
+  38, // CANNOT_PARSE_DATE
+  41, // CANNOT_PARSE_DATETIME
+  53, // TYPE_MISMATCH
+  69, // ARGUMENT_OUT_OF_BOUND
+  70, // CANNOT_CONVERT_TYPE
+  72, // CANNOT_PARSE_NUMBER
+  117, // INCORRECT_DATA
+  131, // TOO_LARGE_STRING_SIZE
+  349, // CANNOT_INSERT_NULL_IN_ORDINARY_COLUMN
+])
+
+/** ClickHouse refused an insert's data as malformed (server: `code` of the client's error; chDB: the message). */
+export function isDataRefusal(err: unknown): boolean {
+  if (!(err instanceof Error)) return false
+  const { code } = err as Error & { code?: unknown }
+  const n = typeof code === 'string' && /^\d+$/.test(code) ? Number(code) : Number(/^Code: (\d+)\./.exec(err.message)?.[1])
+  return DATA_ERROR_CODES.has(n)
+}
+
 function identifier(name: string): string {
   if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new Error(`invalid ClickHouse identifier: ${name}`)
   return name

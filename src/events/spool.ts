@@ -13,11 +13,15 @@
 // Exactly once: a flush first claims a set of spool rows under a new batch number (committed), inserts
 // them with insert_deduplication_token = the batch, then deletes them. A flush interrupted anywhere is
 // redone with the same batch and token, and ClickHouse drops the repeated insert.
+//
+// A batch ClickHouse refuses as malformed data (deterministic: no retry helps, and nothing of it was
+// stored) is split into its groups, each inserted under a batch of its own; a group refused on its own is
+// set aside (quarantined_at, sql/0018) so that every flush after it still moves the rest.
 import { randomUUID } from 'node:crypto'
 import { promisify } from 'node:util'
 import { inflateRaw as inflateRawCb } from 'node:zlib'
 import type { ReservedSql, TransactionSql } from 'postgres'
-import type { ClickHouse } from '../db/clickhouse.ts'
+import { type ClickHouse, isDataRefusal } from '../db/clickhouse.ts'
 import type { Sql } from '../db/postgres.ts'
 import type { Logger } from '../lib/log.ts'
 import { EVENT_COLUMNS } from './event-rows.ts'
@@ -46,6 +50,8 @@ export interface Spool {
   flush(scope?: 'all' | 'others'): Promise<void>
   /** Events spooled and not yet in ClickHouse, as of the last flush cycle plus what was appended since. */
   backlog(): number
+  /** Events set aside because ClickHouse refuses them as malformed (as of the last flush cycle). */
+  quarantined(): number
   /** The backlog is at its limit: new requests should be refused until the flusher catches up. */
   full(): boolean
   /** Flushes every intervalMs until stop(). */
@@ -75,6 +81,7 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
   const sink = ch.sinkId
   const writer = randomUUID()
   let backlogEvents = 0
+  let quarantinedEvents = 0
   let timer: NodeJS.Timeout | undefined
   let stopped = false
   /** Spool rows this process deleted since its last vacuum, and when that was (see vacuum()). */
@@ -107,6 +114,35 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
     await sql`vacuum (skip_locked, truncate false) event_spool`.catch((err: unknown) => log.warn({ err }, 'ingest spool: vacuum failed'))
   }
 
+  /**
+   * insertBatch, and if ClickHouse refuses the data: a batch of several groups is split into one batch per
+   * group (safe: a refused insert stored nothing, so no token of it needs honouring), each moved on its
+   * own, and a group refused on its own is set aside. Any other failure is thrown: the flush stops there.
+   */
+  async function moveBatch(batch: string): Promise<number> {
+    try {
+      return await insertBatch(batch)
+    } catch (err) {
+      if (!isDataRefusal(err)) throw err
+      const groups = await sql<{ batch: string }[]>`
+        update event_spool set batch = nextval('event_spool_batch_seq'), claimed_at = now()
+        where batch = ${batch} and (select count(*) from event_spool where batch = ${batch}) > 1
+        returning batch`
+      if (!groups.length) {
+        const [row] = await sql<{ n: number }[]>`
+          update event_spool set quarantined_at = now(), error = ${(err as Error).message.slice(0, 2000)}
+          where batch = ${batch} returning row_count as n`
+        // No row: another process's flush split or set it aside meanwhile.
+        if (row) log.error({ err, batch, events: row.n }, 'ingest spool: ClickHouse refuses this group of events as malformed; set aside in event_spool (quarantined_at), later flushes go on without it')
+        return 0
+      }
+      log.warn({ err, batch, groups: groups.length }, 'ingest spool: ClickHouse refused a flush batch as malformed; moving its groups one by one')
+      let moved = 0
+      for (const g of groups) moved += await moveBatch(g.batch)
+      return moved
+    }
+  }
+
   /** `periodic`: batches claimed by others are redone only once they look abandoned. */
   async function flushOnce(scope: 'all' | 'others', periodic: boolean): Promise<void> {
     // Claimed batches first: their rows are older than anything unclaimed. None of them is a flush of this
@@ -114,12 +150,12 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
     // insertNow in progress (INGEST_ACK_AFTER=clickhouse; redoing it is harmless, the token drops one).
     const claimed = await sql<{ batch: string }[]>`
       select distinct batch from event_spool
-      where sink = ${sink} and batch is not null
+      where sink = ${sink} and batch is not null and quarantined_at is null
         ${scope === 'others' ? sql`and writer <> ${writer}` : sql``}
         ${periodic ? sql`and claimed_at < now() - make_interval(secs => ${ABANDONED_AFTER_SEC})` : sql``}
       order by batch`
     for (const { batch } of claimed) {
-      const n = await insertBatch(batch)
+      const n = await moveBatch(batch)
       if (n) log.warn({ batch, events: n }, 'ingest spool: redid a flush batch left by an interrupted flush')
     }
     for (;;) {
@@ -135,12 +171,15 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
         from b, picked where s.id = picked.id
         returning b.batch`
       if (!picked.length) break
-      await insertBatch((picked[0] as { batch: string }).batch)
+      await moveBatch((picked[0] as { batch: string }).batch)
       if (picked.length < GROUPS_PER_FLUSH) break
     }
-    const [left] = await sql<{ n: string }[]>`
-      select coalesce(sum(row_count), 0) as n from event_spool where sink = ${sink}`
+    const [left] = await sql<{ n: string; q: string }[]>`
+      select coalesce(sum(row_count) filter (where quarantined_at is null), 0) as n,
+             coalesce(sum(row_count) filter (where quarantined_at is not null), 0) as q
+      from event_spool where sink = ${sink}`
     backlogEvents = Number(left?.n ?? 0)
+    quarantinedEvents = Number(left?.q ?? 0)
   }
 
   // chDB's data directory belongs to one process at a time (a pid lock), so once a full flush has
@@ -201,6 +240,7 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
     },
     flush,
     backlog: () => backlogEvents,
+    quarantined: () => quarantinedEvents,
     full: () => backlogEvents >= deps.maxBacklog,
     start() {
       const tick = () => {

@@ -14,6 +14,8 @@ const Check = Type.Object({
   error: Type.Optional(Type.String()),
   /** ingest_spool: events committed with their profiles and not yet in ClickHouse (docs/ingestion.md). */
   backlog: Type.Optional(Type.Integer()),
+  /** ingest_spool: acknowledged events ClickHouse refuses as malformed, set aside in event_spool. */
+  quarantined: Type.Optional(Type.Integer()),
 })
 const Health = Type.Object(
   {
@@ -56,9 +58,13 @@ function runChecks(ctx: AppContext) {
     const spool = ctx.ingest?.spool
     if (spool) {
       const backlog = spool.backlog()
+      const quarantined = spool.quarantined()
+      // Set-aside events do not fail the check: ingestion goes on, and every process sharing the spool
+      // would leave its load balancer at once. The count and the error log are the operator's signal.
       checks.ingest_spool = spool.full()
         ? { status: 'fail', backlog, error: 'too many events waiting for ClickHouse: ingestion answers 503 until the flusher catches up' }
         : { status: 'ok', backlog }
+      if (quarantined > 0) checks.ingest_spool.quarantined = quarantined
     }
     entry.value = { healthy: Object.values(checks).every((c) => c.status !== 'fail'), checks }
     return entry.value

@@ -183,3 +183,51 @@ t.test('the flusher vacuums the spool, so flushed rows leave no growing dead spa
   t.ok(after < 2.5 * oneRound, `six rounds take ${after} bytes, one took ${oneRound}: the space is reused`)
   t.equal(await storedCount(h, tenant.id), 6 * 10 * 300)
 })
+
+t.test('a group ClickHouse refuses as malformed is set aside; the rest of its batch and later flushes go on', async (t) => {
+  const tenant = await h.createTenant()
+  // Bytes ClickHouse cannot read as events rows (a string of length 5 holding 3 bytes): the same refusal at
+  // every attempt. Spooled between two good groups, and in a batch with them that a dead flusher claimed.
+  const poison = async () =>
+    sql`insert into event_spool (sink, writer, rows, row_count) values (${sink}, gen_random_uuid(), ${Buffer.from([5, 65, 65, 65])}, 1)`
+  t.teardown(() => sql`delete from event_spool where sink = ${sink} and quarantined_at is not null`)
+  t.equal((await post(h, tenant.key, { events: [ev(), ev()] })).status, 200)
+  await poison()
+  t.equal((await post(h, tenant.key, { events: [ev(), ev(), ev()] })).status, 200)
+  await sql`
+    with b as (select nextval('event_spool_batch_seq') as batch)
+    update event_spool set batch = b.batch, claimed_at = now() - interval '1 minute' from b
+    where sink = ${sink} and event_spool.batch is null`
+  await poison()
+  t.equal((await post(h, tenant.key, ev())).status, 200)
+
+  await spool().flush()
+  t.equal(await storedCount(h, tenant.id), 6, 'every good group reached ClickHouse')
+  const aside = await sql<{ row_count: number; error: string }[]>`
+    select row_count, error from event_spool where sink = ${sink} and quarantined_at is not null`
+  t.equal(aside.length, 2, 'only the two bad groups are set aside')
+  t.ok(aside.every((r) => /Code: 33\./.test(r.error)), aside.map((r) => r.error).join('; '))
+  t.equal(spool().backlog(), 0)
+  t.equal(spool().quarantined(), 2)
+  const health = await h.request('GET', '/health')
+  t.equal(health.status, 200, 'set-aside events do not fail the health check')
+  t.match(health.body.checks.ingest_spool, { status: 'ok', backlog: 0, quarantined: 2 })
+
+  // Later traffic flows past them; the operator's requeue (sql/0018) sends them round again, and they are
+  // set aside again rather than blocking anything.
+  t.equal((await post(h, tenant.key, { events: [ev(), ev()] })).status, 200)
+  await sql`update event_spool set batch = null, claimed_at = null, quarantined_at = null, error = null where quarantined_at is not null`
+  await spool().flush()
+  t.equal(await storedCount(h, tenant.id), 8)
+  t.equal(spool().quarantined(), 2)
+})
+
+t.test('only data errors count as a refusal; an unreachable ClickHouse is a failure to retry', async (t) => {
+  const { isDataRefusal } = await import('../../src/db/clickhouse.ts')
+  const chdbError = await h.app.ctx.ch.query('SELECT toUInt8(\'not a number\')').then(() => undefined, (err: unknown) => err)
+  t.equal(isDataRefusal(chdbError), true, String(chdbError))
+  t.equal(isDataRefusal(Object.assign(new Error('Cannot read all data'), { code: '33', type: 'CANNOT_READ_ALL_DATA' })), true, 'server client error')
+  t.equal(isDataRefusal(Object.assign(new Error('Too many parts'), { code: '252', type: 'TOO_MANY_PARTS' })), false)
+  t.equal(isDataRefusal(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:8123'), { code: 'ECONNREFUSED' })), false)
+  t.equal(isDataRefusal(new Error('Code: 241. DB::Exception: Memory limit exceeded')), false)
+})
