@@ -101,10 +101,38 @@ function threadCpu(pid: number): Map<string, number> {
   return m
 }
 
+/**
+ * CPU seconds of this machine's PostgreSQL and Redis servers (every process by that name), for
+ * BENCH_THREADS=1: with the server's threads, where the 2 cores' time per event goes. Empty when they run
+ * elsewhere.
+ */
+function storeCpu(): Map<string, number> {
+  const m = new Map<string, number>()
+  const names: Record<string, string> = { postgres: 'PostgreSQL', 'redis-server': 'Redis' }
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue
+    try {
+      const st = readFileSync(`/proc/${pid}/stat`, 'utf8')
+      const name = names[st.slice(st.indexOf('(') + 1, st.lastIndexOf(')'))]
+      if (!name) continue
+      const f = st.slice(st.lastIndexOf(')') + 2).split(' ')
+      m.set(name, (m.get(name) ?? 0) + (Number(f[11]) + Number(f[12])) / 100)
+    } catch {}
+  }
+  return m
+}
+
 function threadLine(before: Map<string, number>, after: Map<string, number>, events: number): string {
   const parts: [string, number][] = []
   for (const [k, v] of after) parts.push([k, ((v - (before.get(k) ?? 0)) / Math.max(1, events)) * 1e6])
   return parts.filter(([, us]) => us >= 0.5).sort((a, b) => b[1] - a[1]).map(([k, us]) => `${k} ${us.toFixed(1)}`).join(', ')
+}
+
+/** "; stores: PostgreSQL 41.0, Redis 3.1" (µs/event since `before`), or nothing if neither runs here. */
+function storeLine(before: Map<string, number> | undefined, events: number): string {
+  const after = storeCpu()
+  const used = before && threadLine(before, after, events)
+  return used ? `; stores: ${used}` : ''
 }
 
 function line(name: string, r: LoadResult, eventsPerRequest: number, cpu: number) {
@@ -148,9 +176,10 @@ async function scenario(mode: 'servers' | 'embedded', ackAfter: AckAfter): Promi
     const pid = server.proc.pid as number
     let cpu0 = cpuSeconds(pid)
     const threads0 = process.env.BENCH_THREADS === '1' ? threadCpu(pid) : undefined
+    const stores0 = threads0 && storeCpu()
     const batches = await runLoad({ port: server.port, keys, bodies: batchBodies, concurrency: BATCH_CONCURRENCY, durationMs: BATCH_SECONDS * 1000, onStart: () => recordPerf(`${mode}-${ackAfter}-batches`, BATCH_SECONDS) })
     const batchCpu = cpuSeconds(pid) - cpu0
-    if (threads0) out(`  ${mode}, batches: server CPU µs/event by thread: ${threadLine(threads0, threadCpu(pid), batches.requests * 100)}`)
+    if (threads0) out(`  ${mode}, batches: server CPU µs/event by thread: ${threadLine(threads0, threadCpu(pid), batches.requests * 100)}${storeLine(stores0, batches.requests * 100)}`)
     const label = `${mode === 'servers' ? 'PostgreSQL + Redis + chDB' : 'embedded (PGlite + chDB, no Redis)'}, ack after ${ackAfter === 'clickhouse' ? 'ClickHouse insert' : 'PostgreSQL spool'}`
     if (ackAfter === 'postgres' && db) await reportSpoolDrain(server.dir, db.url)
     const lines = [line(`${label}, batches of 100 (${BATCH_CONCURRENCY} in flight)`, batches, 100, batchCpu)]
@@ -159,9 +188,10 @@ async function scenario(mode: 'servers' | 'embedded', ackAfter: AckAfter): Promi
       const singleBodies = keys.map(() => makeBodies({ count: Math.max(40_000, Math.ceil((SINGLE_SECONDS * 15_000) / TENANTS)), batchSize: 1, players: PLAYERS, repeatShare: REPEAT_SHARE }))
       cpu0 = cpuSeconds(pid)
       const singleThreads0 = process.env.BENCH_THREADS === '1' ? threadCpu(pid) : undefined
+      const singleStores0 = singleThreads0 && storeCpu()
       const singles = await runLoad({ port: server.port, keys, bodies: singleBodies, concurrency: SINGLE_CONCURRENCY, durationMs: SINGLE_SECONDS * 1000, onStart: () => recordPerf(`${mode}-${ackAfter}-singles`, SINGLE_SECONDS) })
       const singleCpu = cpuSeconds(pid) - cpu0
-      if (singleThreads0) out(`  ${mode}, singles: server CPU µs/event by thread: ${threadLine(singleThreads0, threadCpu(pid), singles.requests)}`)
+      if (singleThreads0) out(`  ${mode}, singles: server CPU µs/event by thread: ${threadLine(singleThreads0, threadCpu(pid), singles.requests)}${storeLine(singleStores0, singles.requests)}`)
       if (singles.errors) out(`  non-200 answers: singles ${JSON.stringify(singles.statuses)}`)
       lines.push(line(`${label}, single events (${SINGLE_CONCURRENCY} in flight)`, singles, 1, singleCpu))
     }
