@@ -225,11 +225,15 @@ const DATA_ERROR_CODES = new Set([
   349, // CANNOT_INSERT_NULL_IN_ORDINARY_COLUMN
 ])
 
-/** ClickHouse refused an insert's data as malformed (server: `code` of the client's error; chDB: the message). */
+/**
+ * ClickHouse refused an insert's data as malformed. Server: the client's ClickHouseError carries the code
+ * and its name as `type` (a PostgreSQL error's `code` is a SQLSTATE, never taken for one); chDB: the
+ * message starts with it.
+ */
 export function isDataRefusal(err: unknown): boolean {
   if (!(err instanceof Error)) return false
-  const { code } = err as Error & { code?: unknown }
-  const n = typeof code === 'string' && /^\d+$/.test(code) ? Number(code) : Number(/^Code: (\d+)\./.exec(err.message)?.[1])
+  const { code, type } = err as Error & { code?: unknown; type?: unknown }
+  const n = typeof type === 'string' && typeof code === 'string' ? Number(code) : Number(/^Code: (\d+)\./.exec(err.message)?.[1])
   return DATA_ERROR_CODES.has(n)
 }
 

@@ -230,4 +230,5 @@ t.test('only data errors count as a refusal; an unreachable ClickHouse is a fail
   t.equal(isDataRefusal(Object.assign(new Error('Too many parts'), { code: '252', type: 'TOO_MANY_PARTS' })), false)
   t.equal(isDataRefusal(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:8123'), { code: 'ECONNREFUSED' })), false)
   t.equal(isDataRefusal(new Error('Code: 241. DB::Exception: Memory limit exceeded')), false)
+  t.equal(isDataRefusal(Object.assign(new Error('invalid input syntax'), { code: '00033' })), false, 'a SQLSTATE is no ClickHouse code')
 })
