@@ -152,3 +152,25 @@ t.test('tenants whose requests share groups keep their own players, profiles, ou
     t.equal(Number(rows[0]?.c), 18)
   }
 })
+
+t.test('profile times keep the events\' milliseconds exactly', async (t) => {
+  // The workers hand times to PostgreSQL as ms since the epoch (to_timestamp of a float8): no rounding.
+  const tenant = await h.createTenant()
+  const times = ['2001-02-03T04:05:06.007Z', '2025-12-31T23:59:59.999Z', '2024-02-29T12:00:00.001Z']
+  const res = await post(h, tenant.key, {
+    events: [
+      { player_id: 'ms', event_type: 'login', event_id: uid(), timestamp: times[0] },
+      { player_id: 'ms', event_type: 'deposit', event_id: uid(), timestamp: times[2], payload: { amount: 5, currency: 'EUR' } },
+      { player_id: 'ms', event_type: 'login', event_id: uid(), timestamp: times[1] },
+    ],
+  })
+  t.equal(res.status, 200, res.text)
+  const p = await profile(tenant.id, 'ms')
+  t.equal(new Date(p?.first_seen_at).toISOString(), times[0])
+  t.equal(new Date(p?.last_seen_at).toISOString(), times[1])
+  t.equal(new Date(p?.last_login_at).toISOString(), times[1])
+  t.equal(new Date(p?.first_deposit_at).toISOString(), times[2])
+  t.equal(new Date(p?.last_deposit_at).toISOString(), times[2])
+  const [converted] = (await outbox(tenant.id)).filter((x) => x.event === 'player.converted')
+  t.equal(new Date(converted?.data.at).toISOString(), times[2], 'the FTD event carries the same time')
+})
