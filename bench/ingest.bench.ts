@@ -81,24 +81,36 @@ function recordPerf(name: string, seconds: number): void {
   }, 1000)
 }
 
-/** CPU seconds (user + system, all threads) a process has used so far: load-independent cost. */
+/** A /proc stat file's command name and CPU seconds (user + system) so far. */
+function readStat(path: string): { name: string; seconds: number } {
+  const st = readFileSync(path, 'utf8')
+  const f = st.slice(st.lastIndexOf(')') + 2).split(' ')
+  return { name: st.slice(st.indexOf('(') + 1, st.lastIndexOf(')')), seconds: (Number(f[11]) + Number(f[12])) / 100 }
+}
+
+/** CPU seconds (all threads) a process has used so far: load-independent cost. */
 function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
-  return (Number(fields[11]) + Number(fields[12])) / 100
+  return readStat(`/proc/${pid}/stat`).seconds
+}
+
+/** Sums CPU seconds by a name `nameOf` gives each stat file (undefined: left out); files that vanish are skipped. */
+function cpuByName(paths: string[], nameOf: (name: string, path: string) => string | undefined): Map<string, number> {
+  const m = new Map<string, number>()
+  for (const path of paths) {
+    try {
+      const { name, seconds } = readStat(path)
+      const key = nameOf(name, path)
+      if (key) m.set(key, (m.get(key) ?? 0) + seconds)
+    } catch {}
+  }
+  return m
 }
 
 /** CPU seconds per thread group (main thread apart, other threads by name), for BENCH_THREADS=1. */
 function threadCpu(pid: number): Map<string, number> {
-  const m = new Map<string, number>()
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      const st = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8')
-      const name = tid === String(pid) ? 'main' : st.slice(st.indexOf('(') + 1, st.lastIndexOf(')')).replace(/[0-9]+$/, '')
-      const f = st.slice(st.lastIndexOf(')') + 2).split(' ')
-      m.set(name, (m.get(name) ?? 0) + (Number(f[11]) + Number(f[12])) / 100)
-    } catch {}
-  }
-  return m
+  const main = `/proc/${pid}/task/${pid}/stat`
+  const paths = readdirSync(`/proc/${pid}/task`).map((tid) => `/proc/${pid}/task/${tid}/stat`)
+  return cpuByName(paths, (name, path) => (path === main ? 'main' : name.replace(/[0-9]+$/, '')))
 }
 
 /**
@@ -107,19 +119,9 @@ function threadCpu(pid: number): Map<string, number> {
  * elsewhere.
  */
 function storeCpu(): Map<string, number> {
-  const m = new Map<string, number>()
   const names: Record<string, string> = { postgres: 'PostgreSQL', 'redis-server': 'Redis' }
-  for (const pid of readdirSync('/proc')) {
-    if (!/^\d+$/.test(pid)) continue
-    try {
-      const st = readFileSync(`/proc/${pid}/stat`, 'utf8')
-      const name = names[st.slice(st.indexOf('(') + 1, st.lastIndexOf(')'))]
-      if (!name) continue
-      const f = st.slice(st.lastIndexOf(')') + 2).split(' ')
-      m.set(name, (m.get(name) ?? 0) + (Number(f[11]) + Number(f[12])) / 100)
-    } catch {}
-  }
-  return m
+  const paths = readdirSync('/proc').filter((pid) => /^\d+$/.test(pid)).map((pid) => `/proc/${pid}/stat`)
+  return cpuByName(paths, (name) => names[name])
 }
 
 function threadLine(before: Map<string, number>, after: Map<string, number>, events: number): string {
