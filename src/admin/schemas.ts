@@ -77,6 +77,7 @@ export const MappingRule = Type.Object({
     }),
   ),
 })
+export type MappingRule = Static<typeof MappingRule>
 export const EventMapping = Type.Object(
   {
     rules: Type.Array(MappingRule, { maxItems: 500 }),

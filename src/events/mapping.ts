@@ -1,21 +1,11 @@
 // The per-brand event mapping of the contract ("Event mapping"): rules tried in order, `*` wildcards,
 // map / ignore / reject, a replacement type and derived fields by dot path. Pure functions here, used by
 // the front end (to count) and by the ingest worker (to derive fields); the cache lives in mapping-cache.ts.
+import type { EventMapping, MappingRule } from '../admin/schemas.ts'
 import { CANONICAL_FIELDS, isCanonicalType } from './canonical.ts'
 
-export type MappingAction = 'map' | 'ignore' | 'reject'
-
-export interface MappingRule {
-  match: string
-  action?: MappingAction
-  type?: string
-  fields?: Record<string, string>
-}
-
-export interface MappingConfig {
-  rules: MappingRule[]
-  default_action?: 'accept' | 'ignore' | 'reject'
-}
+/** A brand's mapping as the admin API stores it (its TypeBox schema is in admin/schemas.ts). */
+export type MappingConfig = EventMapping
 
 /** What happens to one incoming event type. */
 export interface Resolution {

@@ -1,27 +1,33 @@
 // The CPU-heavy half of ingestion, run on the Piscina workers: re-parse the raw request bodies, derive the
 // canonical fields, encode ClickHouse rows (RowBinary, see event-rows.ts) and fold each player's events
 // into one profile delta. Pure: no I/O, so it is unit-testable and runs the same on any thread.
+import Type, { type Static } from 'typebox'
 import { RowBinaryWriter } from './event-rows.ts'
 import { deriveFields, type MappingConfig, compileMapping, type CompiledMapping } from './mapping.ts'
 
-export interface TransformTask {
+/**
+ * A group's input, as the main thread posts it to a worker (workers/protocol.ts checks it there). The
+ * byte arrays and the mappings are typed, not inspected: a per-message check must not cost per event.
+ */
+export const TransformTask = Type.Object({
   /** The raw JSON bodies of the group's requests, back to back. */
-  bodies: Uint8Array
+  bodies: Type.Unsafe<Uint8Array>({}),
   /** [start, end) of each request's body in `bodies`. */
-  bounds: Int32Array
+  bounds: Type.Unsafe<Int32Array>({}),
   /** Per request (a group may hold several tenants' requests). */
-  tenantIds: string[]
-  brandIds: string[]
+  tenantIds: Type.Array(Type.String()),
+  brandIds: Type.Array(Type.String()),
   /** Per request: its key into `mappings` (the brand's mapping as it was when the request came in). */
-  mappingKeys: string[]
+  mappingKeys: Type.Array(Type.String()),
   /** Receive time of each request, ms since epoch. */
-  receivedAt: number[]
+  receivedAt: Type.Array(Type.Number()),
   /** One flag per event of the group, in order: 1 = store it (not deduped, ignored or rejected). */
-  keep: Uint8Array
-  mappings: Record<string, MappingConfig>
+  keep: Type.Unsafe<Uint8Array>({}),
+  mappings: Type.Record(Type.String(), Type.Unsafe<MappingConfig>({ type: 'object' })),
   /** First export sequence number of the group; rows take seqBase, seqBase + 1, ... */
-  seqBase: number
-}
+  seqBase: Type.Number(),
+})
+export type TransformTask = Static<typeof TransformTask>
 
 /** One entry per player touched by the group, as parallel arrays ready for unnest(). */
 export interface PlayerColumns {
