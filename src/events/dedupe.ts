@@ -6,9 +6,11 @@
 // store of record: found → duplicate, not found → taken over. A pending id of a live owner means a
 // concurrent write of the same event: we wait for it to settle.
 //
-// Without Redis (or while it is down): an in-process window of the ids stored by this process, backed by
-// ClickHouse for everything it cannot vouch for (ids stored before this process started, evicted ids,
-// ids other processes may have stored while Redis was down).
+// Without Redis: an in-process window of the ids stored by this process, backed by ClickHouse for
+// everything it cannot vouch for (ids stored before this process started, evicted ids).
+// While Redis is down: the same window, but it holds only the outage's ids (with Redis up, Redis is the
+// memory: a window of every id would cost ~460 MB of heap per process at its 2M ids, for an outage
+// path), so every other id is verified against ClickHouse, after the whole spool is flushed there.
 import { randomUUID } from 'node:crypto'
 import type { ClickHouse } from '../db/clickhouse.ts'
 import type { Redis } from '../db/redis.ts'
@@ -239,11 +241,9 @@ export function createDedupe(deps: { redis: Redis | undefined; ch: ClickHouse; l
       }
     }
     const claimedKeys = claimed.map((i) => keys[i] as string)
-    const claimedEntries = claimed.map((i) => entries[i] as DedupeEntry)
     return {
       duplicate,
       async commit() {
-        local.remember(claimedEntries)
         if (!claimedKeys.length) return
         try {
           await redis.rspDedupeStore(claimedKeys.length, ...claimedKeys, DEDUPE_TTL_SEC)
@@ -278,7 +278,8 @@ export function createDedupe(deps: { redis: Redis | undefined; ch: ClickHouse; l
           degradedSince = Date.now()
           log.warn({ err }, 'dedupe: redis unavailable, falling back to the in-process window verified against ClickHouse')
         }
-        // Other processes may write meanwhile: verify every id the local window does not know.
+        // Other processes may write meanwhile, and the window does not hold what we stored before the
+        // outage: every id it does not know is verified.
         return local.claim(entries, true)
       }
     },
@@ -325,7 +326,8 @@ function createLocalWindow(ch: ClickHouse, beforeVerify: BeforeVerify) {
     }
   }
 
-  async function claim(entries: DedupeEntry[], alwaysVerify: boolean): Promise<Claim> {
+  /** redisDown: the window holds only this outage's ids; verify all others, whoever wrote them. */
+  async function claim(entries: DedupeEntry[], redisDown: boolean): Promise<Claim> {
     const now = Date.now()
     const duplicate = new Array<boolean>(entries.length).fill(false)
     const unknown: number[] = []
@@ -337,10 +339,11 @@ function createLocalWindow(ch: ClickHouse, beforeVerify: BeforeVerify) {
     if (unknown.length) {
       const brands = new Map(unknown.map((i) => [(entries[i] as DedupeEntry).brandId, (entries[i] as DedupeEntry).tenantId]))
       const needs = new Set<string>()
-      for (const [b, tenantId] of brands) if (alwaysVerify || evicted || (await hasHistory(tenantId, b))) needs.add(b)
+      for (const [b, tenantId] of brands) if (redisDown || evicted || (await hasHistory(tenantId, b))) needs.add(b)
       const toVerify = unknown.filter((i) => needs.has((entries[i] as DedupeEntry).brandId))
-      // Our own spooled events are in `stored`; other processes' may still be in the spool.
-      if (toVerify.length) await beforeVerify('others')
+      // Without Redis our own spooled events are in `stored`, other processes' may still be in the spool.
+      // With Redis down, ours from before the outage may be there too.
+      if (toVerify.length) await beforeVerify(redisDown ? 'all' : 'others')
       const found = await verifyAgainstStore(ch, toVerify.map((i) => entries[i] as DedupeEntry))
       toVerify.forEach((i, n) => {
         if (found[n]) duplicate[i] = true
@@ -354,5 +357,5 @@ function createLocalWindow(ch: ClickHouse, beforeVerify: BeforeVerify) {
     }
   }
 
-  return { claim, remember }
+  return { claim }
 }

@@ -108,3 +108,22 @@ t.test('dedupe survives Redis restarting empty: ids stored before and during the
   t.match(res.body, { stored: 0, deduped: 2 })
   t.equal(await storedCount(h, a.id), 2)
 })
+
+t.test('Redis down in spool mode: a retry of an event stored before the outage, still in our own spool, is a duplicate', { skip: process.env.REDIS_URL ? false : 'only in the real-server run (REDIS_URL set)' }, async (t) => {
+  const port = await freePort()
+  const redis = await startRedis(port)
+  t.teardown(() => redis.kill('SIGTERM'))
+  // The flusher never runs on its own here: the event stays in the spool until something flushes it.
+  const h = await startHarness(t, { env: { RATE_LIMIT_INGEST_PER_MIN: '0', REDIS_URL: `redis://127.0.0.1:${port}`, INGEST_ACK_AFTER: 'postgres', INGEST_FLUSH_INTERVAL_MS: '3600000' } })
+  const a = await h.createTenant()
+  const before = ev()
+  t.match((await post(h, a.key, before)).body, { stored: 1 })
+  t.equal(await storedCount(h, a.id), 0, 'acknowledged, still in the spool')
+  redis.kill('SIGKILL')
+  await new Promise((r) => redis.on('exit', r))
+  // Only Redis remembered the id: the fallback must flush our own spool before it asks ClickHouse.
+  const retry = await post(h, a.key, before)
+  t.equal(retry.status, 200, retry.text)
+  t.match(retry.body, { stored: 0, deduped: 1 })
+  t.equal(await storedCount(h, a.id), 1, 'stored once')
+})
