@@ -10,7 +10,9 @@
 // everything it cannot vouch for (ids stored before this process started, evicted ids).
 // While Redis is down: the same window, but it holds only the outage's ids (with Redis up, Redis is the
 // memory: a window of every id would cost ~460 MB of heap per process at its 2M ids, for an outage
-// path), so every other id is verified against ClickHouse, after the whole spool is flushed there.
+// path), so every other id is verified against ClickHouse, after the whole spool is flushed there. When
+// Redis answers again, the outage's ids are marked stored in it before the next claim: Redis that was
+// only unreachable still has its epoch, and would otherwise call a retry of them new.
 import { randomUUID } from 'node:crypto'
 import type { ClickHouse } from '../db/clickhouse.ts'
 import type { Redis } from '../db/redis.ts'
@@ -48,6 +50,8 @@ const PENDING_STALE_MS = 20_000
 const WAIT_STEP_MS = 20
 const WAIT_MAX_MS = 10_000
 const LOCAL_MAX = 2_000_000
+/** Ids per script call when the outage's ids are written back to Redis. */
+const STORE_CHUNK = 5_000
 
 // KEYS[1] is the epoch key (see below); its value comes back as the last element.
 const CLAIM_LUA = `
@@ -224,10 +228,6 @@ export function createDedupe(deps: { redis: Redis | undefined; ch: ClickHouse; l
       if (claimed.length) await releaseKeys(claimed.map((i) => keys[i] as string), token)
       throw err
     }
-    if (degradedSince) {
-      log.info({ downMs: Date.now() - degradedSince }, 'dedupe: redis is back')
-      degradedSince = 0
-    }
     if (claimed.length && (await memoryIncomplete())) {
       // Redis lost its memory within the window: what it calls new may be stored already.
       const fresh = claimed.map((i) => entries[i] as DedupeEntry)
@@ -267,10 +267,36 @@ export function createDedupe(deps: { redis: Redis | undefined; ch: ClickHouse; l
     }
   }
 
+  /** Marks the window's ids (those this process stored while Redis was down) stored in Redis, and empties it. */
+  async function syncWindow(): Promise<number> {
+    const ids = local.take()
+    try {
+      for (let i = 0; i < ids.length; i += STORE_CHUNK) {
+        const chunk = ids.slice(i, i + STORE_CHUNK).map((k) => `rsp:dd:${k}`)
+        await redis.rspDedupeStore(chunk.length, ...chunk, DEDUPE_TTL_SEC)
+      }
+    } catch (err) {
+      local.putBack(ids)
+      throw err
+    }
+    return ids.length
+  }
+
+  async function endOutage(): Promise<void> {
+    let ids = 0
+    // Again while groups written through the window meanwhile left ids in it (no await between the last
+    // check and the end of the outage).
+    do ids += await syncWindow()
+    while (local.size() > 0)
+    log.info({ downMs: Date.now() - degradedSince, ids }, 'dedupe: redis is back; the ids stored during the outage are marked in it')
+    degradedSince = 0
+  }
+
   return {
     async claim(entries) {
       if (entries.length === 0) return { duplicate: [], commit: async () => {}, release: async () => {} }
       try {
+        if (degradedSince) await endOutage()
         return await claimRedis(entries)
       } catch (err) {
         if (err instanceof AppError) throw err
@@ -280,7 +306,15 @@ export function createDedupe(deps: { redis: Redis | undefined; ch: ClickHouse; l
         }
         // Other processes may write meanwhile, and the window does not hold what we stored before the
         // outage: every id it does not know is verified.
-        return local.claim(entries, true)
+        const fallback = await local.claim(entries, true)
+        return {
+          ...fallback,
+          async commit() {
+            await fallback.commit()
+            // Redis came back while this group was written: its ids go there now, or before the next claim.
+            if (!degradedSince) await syncWindow().catch(() => (degradedSince ||= Date.now()))
+          },
+        }
       }
     },
     async stop() {
@@ -357,5 +391,17 @@ function createLocalWindow(ch: ClickHouse, beforeVerify: BeforeVerify) {
     }
   }
 
-  return { claim }
+  /** Empties the window and returns its ids (`brand:event_id`), for Redis after an outage. */
+  function take(): string[] {
+    const ids = [...stored.keys()]
+    stored.clear()
+    return ids
+  }
+
+  function putBack(ids: string[]): void {
+    const now = Date.now()
+    for (const k of ids) if (!stored.has(k)) stored.set(k, now)
+  }
+
+  return { claim, take, putBack, size: () => stored.size }
 }

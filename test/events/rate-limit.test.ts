@@ -1,5 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import t from 'tap'
 import { startHarness } from '../helpers/harness.ts'
 import { ev, post, storedCount } from './helpers.ts'
@@ -42,8 +45,10 @@ async function freePort(): Promise<number> {
   })
 }
 
-function startRedis(port: number): Promise<ChildProcess> {
-  const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'ignore'] })
+/** A private redis-server; by default it keeps nothing, `persistIn` keeps every write in an append-only file there. */
+function startRedis(port: number, persistIn?: string): Promise<ChildProcess> {
+  const persistence = persistIn ? ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', persistIn] : ['--appendonly', 'no']
+  const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', ...persistence], { stdio: ['ignore', 'pipe', 'ignore'] })
   return new Promise((resolve, reject) => {
     proc.stdout?.on('data', (d: Buffer) => d.toString().includes('Ready to accept') && resolve(proc))
     proc.on('error', reject)
@@ -126,4 +131,31 @@ t.test('Redis down in spool mode: a retry of an event stored before the outage, 
   t.equal(retry.status, 200, retry.text)
   t.match(retry.body, { stored: 0, deduped: 1 })
   t.equal(await storedCount(h, a.id), 1, 'stored once')
+})
+
+t.test('Redis back with its memory after an outage: an event stored during the outage is a duplicate on retry', { skip: process.env.REDIS_URL ? false : 'only in the real-server run (REDIS_URL set)' }, async (t) => {
+  const port = await freePort()
+  const dir = mkdtempSync(join(tmpdir(), 'respin-redis-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  // Persistent, so that the restart below brings back everything (the dedupe epoch too): to the service
+  // it looks like a Redis that was only unreachable.
+  let redis = await startRedis(port, dir)
+  t.teardown(() => redis.kill('SIGTERM'))
+  const h = await startHarness(t, { env: { RATE_LIMIT_INGEST_PER_MIN: '0', REDIS_URL: `redis://127.0.0.1:${port}` } })
+  const a = await h.createTenant()
+  const before = ev()
+  t.match((await post(h, a.key, before)).body, { stored: 1 })
+  redis.kill('SIGKILL')
+  await new Promise((r) => redis.on('exit', r))
+  const during = ev()
+  t.match((await post(h, a.key, during)).body, { stored: 1 }, 'stored through the fallback')
+  redis = await startRedis(port, dir)
+  const deadline = Date.now() + 15_000
+  while (h.app.ctx.redis?.status !== 'ready' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100))
+  t.equal(h.app.ctx.redis?.status, 'ready')
+  t.equal(await h.app.ctx.redis?.get('rsp:dd:epoch').then((v) => v?.slice(0, 2)), 'i:', 'Redis kept its memory: no re-verification epoch')
+  const res = await post(h, a.key, { events: [during, before] })
+  t.equal(res.status, 200, res.text)
+  t.match(res.body, { stored: 0, deduped: 2 })
+  t.equal(await storedCount(h, a.id), 2, 'each stored once')
 })
