@@ -188,11 +188,21 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
   let othersPossible = true
   /** Flushes run one at a time per process, each after those already asked for. */
   let chain: Promise<void> = Promise.resolve()
+  /**
+   * The last flush asked for that has not started yet. A request it covers shares it instead of queueing
+   * another: starting later, it moves everything committed before the request. So concurrent groups that
+   * each need a flush before a dedupe verification (Redis down, or lost its memory) wait for one, not one
+   * after another.
+   */
+  let waiting: { scope: 'all' | 'others'; periodic: boolean; run: Promise<void> } | undefined
   function enqueue(scope: 'all' | 'others', periodic: boolean): Promise<void> {
+    if (waiting && !waiting.periodic && (waiting.scope === 'all' || waiting.scope === scope)) return waiting.run
     const run = chain.then(async () => {
+      if (waiting?.run === run) waiting = undefined
       await flushOnce(scope, periodic)
       if (scope === 'all' && !periodic && ch.kind === 'chdb') othersPossible = false
     })
+    waiting = { scope, periodic, run }
     chain = run.catch(() => {})
     return run
   }

@@ -3,7 +3,7 @@
 import { inflateRawSync } from 'node:zlib'
 import t from 'tap'
 import { EVENT_COLUMNS } from '../../src/events/event-rows.ts'
-import type { Spool } from '../../src/events/spool.ts'
+import { createSpool, type Spool } from '../../src/events/spool.ts'
 import { transformGroup } from '../../src/events/transform.ts'
 import { startHarness } from '../helpers/harness.ts'
 import { ev, post, storedCount } from './helpers.ts'
@@ -231,4 +231,42 @@ t.test('only data errors count as a refusal; an unreachable ClickHouse is a fail
   t.equal(isDataRefusal(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:8123'), { code: 'ECONNREFUSED' })), false)
   t.equal(isDataRefusal(new Error('Code: 241. DB::Exception: Memory limit exceeded')), false)
   t.equal(isDataRefusal(Object.assign(new Error('invalid input syntax'), { code: '00033' })), false, 'a SQLSTATE is no ClickHouse code')
+})
+
+t.test('flushes asked for while another runs share the next one instead of queueing one each', async (t) => {
+  const tenant = await h.createTenant()
+  // A second spool on the same sink: its SQL counted by flush (the first statement of each), its first
+  // ClickHouse insert held until released.
+  let flushes = 0
+  const countingSql = new Proxy(sql, {
+    apply(target, self, args) {
+      if (Array.isArray(args[0]) && String(args[0][0]).includes('select distinct batch from event_spool')) flushes++
+      return Reflect.apply(target, self, args)
+    },
+  })
+  const ch = h.app.ctx.ch
+  let held = false
+  let release = () => {}
+  const gate = new Promise<void>((r) => (release = r))
+  const heldCh = {
+    ...ch,
+    async insertRowBinary(...args: Parameters<typeof ch.insertRowBinary>) {
+      if (!held) {
+        held = true
+        await gate
+      }
+      return ch.insertRowBinary(...args)
+    },
+  }
+  const other = createSpool({ sql: countingSql, ch: heldCh, log: h.app.ctx.log, intervalMs: 3_600_000, maxBacklog: 1_000_000 })
+  t.equal((await post(h, tenant.key, { events: [ev()] })).status, 200)
+  const first = other.flush('all')
+  while (!held) await new Promise((r) => setTimeout(r, 5))
+  t.equal((await post(h, tenant.key, { events: [ev()] })).status, 200)
+  const later = [other.flush('all'), other.flush('others'), other.flush('all')]
+  release()
+  await Promise.all([first, ...later])
+  t.equal(flushes, 2, 'the running flush and one shared by the three asked for meanwhile')
+  t.equal(await storedCount(h, tenant.id), 2, 'the event spooled meanwhile was moved by the shared flush')
+  t.equal(await spooled(), 0)
 })
