@@ -186,10 +186,14 @@ t.test('the flusher vacuums the spool, so flushed rows leave no growing dead spa
 
 t.test('a group ClickHouse refuses as malformed is set aside; the rest of its batch and later flushes go on', async (t) => {
   const tenant = await h.createTenant()
-  // Bytes ClickHouse cannot read as events rows (a string of length 5 holding 3 bytes): the same refusal at
-  // every attempt. Spooled between two good groups, and in a batch with them that a dead flusher claimed.
+  // A row ClickHouse refuses as soon as it reaches it, whatever follows: two UUIDs, then an event_id whose
+  // length says 4 GiB (TOO_LARGE_STRING_SIZE). The same refusal at every attempt. (A row cut short would
+  // not do: the parser reads on into the next group's bytes, and once in a few hundred batches that
+  // misaligned read ends exactly at the end and "succeeds".) Spooled between two good groups, and in a
+  // batch with them that a dead flusher claimed.
+  const poisonRow = Buffer.concat([Buffer.alloc(32, 1), Buffer.from([0xff, 0xff, 0xff, 0xff, 0x0f])])
   const poison = async () =>
-    sql`insert into event_spool (sink, writer, rows, row_count) values (${sink}, gen_random_uuid(), ${Buffer.from([5, 65, 65, 65])}, 1)`
+    sql`insert into event_spool (sink, writer, rows, row_count) values (${sink}, gen_random_uuid(), ${poisonRow}, 1)`
   t.teardown(() => sql`delete from event_spool where sink = ${sink} and quarantined_at is not null`)
   t.equal((await post(h, tenant.key, { events: [ev(), ev()] })).status, 200)
   await poison()
@@ -206,7 +210,7 @@ t.test('a group ClickHouse refuses as malformed is set aside; the rest of its ba
   const aside = await sql<{ row_count: number; error: string }[]>`
     select row_count, error from event_spool where sink = ${sink} and quarantined_at is not null`
   t.equal(aside.length, 2, 'only the two bad groups are set aside')
-  t.ok(aside.every((r) => /Code: 33\./.test(r.error)), aside.map((r) => r.error).join('; '))
+  t.ok(aside.every((r) => /Code: 131\./.test(r.error)), aside.map((r) => r.error).join('; '))
   t.equal(spool().backlog(), 0)
   t.equal(spool().quarantined(), 2)
   const health = await h.request('GET', '/health')
