@@ -95,7 +95,10 @@ type RedisWithScripts = Redis & {
   rspDedupeTakeover(numKeys: number, ...args: (string | number)[]): Promise<number[]>
 }
 
-const keyOf = (e: DedupeEntry) => `rsp:dd:${e.brandId}:${e.eventId}`
+/** An event's id within the dedupe memory (brand ids are unique across tenants), and its Redis key. */
+const idOf = (e: DedupeEntry) => `${e.brandId}:${e.eventId}`
+const keyOfId = (id: string) => `rsp:dd:${id}`
+const keyOf = (e: DedupeEntry) => keyOfId(idOf(e))
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
 /** Which of these event ids ClickHouse already holds for the brand. */
@@ -272,7 +275,7 @@ export function createDedupe(deps: { redis: Redis | undefined; ch: ClickHouse; l
     const ids = local.take()
     try {
       for (let i = 0; i < ids.length; i += STORE_CHUNK) {
-        const chunk = ids.slice(i, i + STORE_CHUNK).map((k) => `rsp:dd:${k}`)
+        const chunk = ids.slice(i, i + STORE_CHUNK).map(keyOfId)
         await redis.rspDedupeStore(chunk.length, ...chunk, DEDUPE_TTL_SEC)
       }
     } catch (err) {
@@ -346,7 +349,7 @@ function createLocalWindow(ch: ClickHouse, beforeVerify: BeforeVerify) {
   function remember(entries: DedupeEntry[]): void {
     const now = Date.now()
     for (const e of entries) {
-      const k = `${e.brandId}:${e.eventId}`
+      const k = idOf(e)
       stored.delete(k)
       stored.set(k, now)
     }
@@ -366,7 +369,7 @@ function createLocalWindow(ch: ClickHouse, beforeVerify: BeforeVerify) {
     const duplicate = new Array<boolean>(entries.length).fill(false)
     const unknown: number[] = []
     entries.forEach((e, i) => {
-      const at = stored.get(`${e.brandId}:${e.eventId}`)
+      const at = stored.get(idOf(e))
       if (at !== undefined && now - at < DEDUPE_TTL_SEC * 1000) duplicate[i] = true
       else unknown.push(i)
     })
