@@ -27,6 +27,7 @@ export const ev = (over: Record<string, unknown> = {}) => ({
 
 import { type ChildProcess, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
+import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
@@ -92,4 +93,23 @@ export async function makeTenant(origin: string, adminKey: string): Promise<{ id
   const brand = await call(origin, 'POST', `/admin/tenants/${tenant.body.data.id}/brands`, adminKey, { name: 'main', slug: 'main' })
   const key = await call(origin, 'POST', `/admin/tenants/${tenant.body.data.id}/keys`, adminKey, { name: 'k' })
   return { id: tenant.body.data.id, key: key.body.data.key, brandId: brand.body.data.id }
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port
+      s.close(() => resolve(port))
+    })
+  })
+}
+
+/** A private redis-server; by default it keeps nothing, `persistIn` keeps every write in an append-only file there. */
+export function startRedis(port: number, persistIn?: string): Promise<ChildProcess> {
+  const persistence = persistIn ? ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', persistIn] : ['--appendonly', 'no']
+  const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', ...persistence], { stdio: ['ignore', 'pipe', 'ignore'] })
+  return new Promise((resolve, reject) => {
+    proc.stdout?.on('data', (d: Buffer) => d.toString().includes('Ready to accept') && resolve(proc))
+    proc.on('error', reject)
+  })
 }
