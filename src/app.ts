@@ -8,12 +8,21 @@ import { openClickHouse } from './db/clickhouse.ts'
 import { migrateClickHouse, migratePostgres } from './db/migrate.ts'
 import { openPostgres } from './db/postgres.ts'
 import { closeRedis, openRedis } from './db/redis.ts'
+import { startEventStream } from './engine/event-stream.ts'
 import { startIngestService } from './events/service.ts'
+import { startGamificationEngine } from './gamification/engine.ts'
 import type { RouteDef } from './http/route.ts'
 import { allRoutes } from './http/routes.ts'
 import { createServer } from './http/server.ts'
 import { createLogger, type Logger } from './lib/log.ts'
+import { createMetrics } from './lib/metrics.ts'
+import { startErasureWorker } from './players/data-rights.ts'
+import { startEventRetention } from './events/retention.ts'
+import { openSecretBox } from './lib/secret-box.ts'
 import { startSegmentRecompute } from './segments/recompute.ts'
+import { startWebhookService } from './webhooks/dispatcher.ts'
+import { startCampaignEngine } from './campaigns/engine.ts'
+import { startDelivery } from './notifications/dispatcher.ts'
 
 export interface App {
   ctx: AppContext
@@ -30,15 +39,24 @@ type StartService = (ctx: AppContext) => Promise<BackgroundService> | Background
 
 /** Features register their background services here. */
 const backgroundServices: StartService[] = [
+  // Before ingestion: the pipeline writes the stream's rows, engines register their consumers on it.
+  startEventStream,
   startIngestService,
   (ctx) => startSegmentRecompute(ctx, { intervalMs: ctx.config.segmentRecomputeIntervalMs }),
+  startErasureWorker,
+  startEventRetention,
+  startWebhookService,
+  startDelivery,
+  startGamificationEngine,
+  // After the event stream: it registers the campaigns' consumer there.
+  (ctx) => (ctx.campaigns = startCampaignEngine(ctx, { pollMs: ctx.config.campaignEnginePollMs })),
 ]
 
 export async function startApp(
   config: Config,
   opts: { log?: Logger; extraRoutes?: RouteDef[]; clock?: () => Date } = {},
 ): Promise<App> {
-  const log = opts.log ?? createLogger(config.logLevel)
+  const log = opts.log ?? createLogger(config.logLevel, { redact: config.logRedact })
   const pg = await openPostgres({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }, log)
   const ch = await openClickHouse({ clickhouseUrl: config.clickhouseUrl, dataDir: config.dataDir }, log)
   const redis = openRedis(config.redisUrl, log)
@@ -52,7 +70,8 @@ export async function startApp(
     if (pgApplied.length || chApplied.length) log.info({ postgres: pgApplied, clickhouse: chApplied }, 'migrations applied')
     const bus = await openBus(pg, log, config.databaseUrl)
     const clock = opts.clock ?? (() => new Date())
-    const ctx: AppContext = { config, log, pg, sql: pg.sql, ch, redis, bus, clock, auth: createAuthService({ sql: pg.sql, bus, clock }) }
+    const ctx: AppContext = { config, log, pg, sql: pg.sql, ch, redis, bus, clock, auth: createAuthService({ sql: pg.sql, bus, clock }), secretBox: openSecretBox({ secretKey: config.secretKey, dataDir: config.dataDir }) }
+    ctx.metrics = createMetrics({ onProbeError: (probe, err) => log.warn({ err, probe }, 'metrics: probe failed') })
     const services = [] as BackgroundService[]
     for (const start of backgroundServices) services.push(await start(ctx))
     const server = createServer(ctx, [...allRoutes(config.version), ...(opts.extraRoutes ?? [])])

@@ -23,6 +23,19 @@ const Env = Type.Object({
   SEGMENT_RECOMPUTE_INTERVAL_MS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
   INGEST_ACK_AFTER: Type.Optional(Type.Union([Type.Literal('clickhouse'), Type.Literal('postgres')])),
   INGEST_FLUSH_INTERVAL_MS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
+  CAMPAIGN_ENGINE_POLL_MS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
+  METRICS_TOKEN: Type.Optional(Type.String({ minLength: 16 })),
+  LOG_REDACT: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9_.*"\\[\\]-]+(,[A-Za-z0-9_.*"\\[\\]-]+)*$' })),
+  EVENT_RETENTION_DAYS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]{0,5}$' })),
+  SECRET_KEY: Type.Optional(Type.String({ minLength: 32 })),
+  WEBHOOK_RETENTION_DAYS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
+  PUBLIC_BASE_URL: Type.Optional(Type.String({ pattern: '^https?://[^/]+(/.*)?$' })),
+  DELIVERY_RETRY_DELAYS: Type.Optional(Type.String({ pattern: '^[0-9]+(,[0-9]+){3}$' })),
+  TRACKING_SECRET: Type.Optional(Type.String({ minLength: 32 })),
+  HTTP_ENGINE: Type.Optional(Type.Union([Type.Literal('node'), Type.Literal('uws')])),
+  HTTP_HEADERS_TIMEOUT_MS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
+  HTTP_BODY_TIMEOUT_MS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
+  GAMIFICATION_TICK_MS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
 })
 
 export interface Config {
@@ -44,11 +57,40 @@ export interface Config {
   ingestAckAfter: 'clickhouse' | 'postgres'
   /** How often the spool flusher runs (with ingestAckAfter = clickhouse it only moves what was left behind). */
   ingestFlushIntervalMs: number
+  /** Where players' browsers and mail clients reach us (tracking, unsubscribe, inbox links); no trailing slash. */
+  publicBaseUrl: string
+  /** Seconds before message delivery attempts 2..5. */
+  deliveryRetryDelaysSec: number[]
+  /** Key of tracking and unsubscribe tokens; unset: generated once and kept in the database (app_secrets). */
+  trackingSecret: string | undefined
+  /** node: node:http, answers every request (default); uws: uWebSockets.js, faster, only behind a proxy (docs/http.md). */
+  httpEngine: 'node' | 'uws'
+  /** A request head must arrive completely within this time (slowloris); 408 and close otherwise. */
+  httpHeadersTimeoutMs: number
+  /** A request body may pause this long between chunks; 408 and close after. */
+  httpBodyTimeoutMs: number
+  /** How often the gamification engine expires missions and ends tournaments that are due. */
+  gamificationTickMs: number
   version: string
+  /** How often the campaign engine looks for due work (start_at, ticks, runs, journey steps) it was not woken for. */
+  campaignEnginePollMs: number
+  /** Bearer token of GET /metrics; unset: no metrics route. */
+  metricsToken: string | undefined
+  /** Extra log paths to redact (pino paths), on top of the built-in key and PII list (src/lib/log.ts). */
+  logRedact: string[]
+  /** Events older than this many days are dropped by whole monthly partitions; unset: kept forever. */
+  eventRetentionDays: number | undefined
+  /** Key material of the secret box (src/lib/secret-box.ts); unset = a key file under dataDir. */
+  secretKey: string | undefined
+  /** Completed webhook deliveries and dispatched outbox rows are pruned after this many days. */
+  webhookRetentionDays: number
 }
 
+/** Every environment variable the service reads (docker-compose.yml may set only these: a test checks it). */
+export const ENV_VARS: readonly string[] = Object.keys(Env.properties)
+
 /** Names of config fields that must never be logged in clear. */
-export const SECRETS = ['adminKey', 'databaseUrl', 'clickhouseUrl', 'redisUrl'] as const
+export const SECRETS = ['adminKey', 'databaseUrl', 'clickhouseUrl', 'redisUrl', 'secretKey', 'trackingSecret', 'metricsToken'] as const
 
 const checkEnv = Compile(Env)
 
@@ -83,9 +125,22 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     logLevel: e.LOG_LEVEL ?? 'info',
     bodyLimitBytes: Number(e.BODY_LIMIT_BYTES ?? 1024 * 1024),
     segmentRecomputeIntervalMs: Number(e.SEGMENT_RECOMPUTE_INTERVAL_MS ?? 60_000),
-    ingestAckAfter: e.INGEST_ACK_AFTER ?? 'clickhouse',
+    ingestAckAfter: e.INGEST_ACK_AFTER ?? 'postgres',
     ingestFlushIntervalMs: Number(e.INGEST_FLUSH_INTERVAL_MS ?? 1000),
+    publicBaseUrl: (e.PUBLIC_BASE_URL ?? `http://localhost:${port}`).replace(/\/+$/, ''),
+    deliveryRetryDelaysSec: (e.DELIVERY_RETRY_DELAYS ?? '60,300,900,3600').split(',').map(Number),
+    trackingSecret: e.TRACKING_SECRET,
+    httpEngine: e.HTTP_ENGINE ?? 'node',
+    httpHeadersTimeoutMs: Number(e.HTTP_HEADERS_TIMEOUT_MS ?? 10_000),
+    httpBodyTimeoutMs: Number(e.HTTP_BODY_TIMEOUT_MS ?? 10_000),
+    gamificationTickMs: Number(e.GAMIFICATION_TICK_MS ?? 1000),
     version: process.env.npm_package_version ?? '0.1.0',
+    campaignEnginePollMs: Number(e.CAMPAIGN_ENGINE_POLL_MS ?? 1000),
+    metricsToken: e.METRICS_TOKEN,
+    logRedact: e.LOG_REDACT ? e.LOG_REDACT.split(',') : [],
+    eventRetentionDays: e.EVENT_RETENTION_DAYS ? Number(e.EVENT_RETENTION_DAYS) : undefined,
+    secretKey: e.SECRET_KEY,
+    webhookRetentionDays: Number(e.WEBHOOK_RETENTION_DAYS ?? 30),
   }
 }
 

@@ -8,6 +8,8 @@ export type ErrorCode =
   | 'RATE_LIMITED'
   | 'SERVICE_UNAVAILABLE'
   | 'INTERNAL_ERROR'
+  | 'REQUEST_TIMEOUT'
+  | 'HEADERS_TOO_LARGE'
 
 export const ERROR_CODES: readonly ErrorCode[] = [
   'BAD_REQUEST',
@@ -18,6 +20,8 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   'RATE_LIMITED',
   'SERVICE_UNAVAILABLE',
   'INTERNAL_ERROR',
+  'REQUEST_TIMEOUT',
+  'HEADERS_TOO_LARGE',
 ]
 
 export class AppError extends Error {

@@ -10,7 +10,7 @@ try {
   process.stderr.write(`${err.message}\n`)
   process.exit(78) // EX_CONFIG
 }
-const log = createLogger(config.logLevel)
+const log = createLogger(config.logLevel, { redact: config.logRedact })
 log.info({ config: redactConfig(config) }, 'starting respin')
 
 const app = await startApp(config, { log }).catch((err: unknown) => {

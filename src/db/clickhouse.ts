@@ -192,16 +192,18 @@ function instanceId(dir: string): string {
  * Per-insert settings for chDB, each measured on 100-row inserts into the events table (2 cores):
  * one thread for a small INSERT ... SELECT (no pipeline fan-out), and no query/processor/profile-event
  * logging, which an embedded engine has nowhere to show anyway. Together ~15% of an insert's CPU.
- * Plus the partition limit of INSERT_SETTINGS (below).
+ * Plus the partition limit and the views' deduplication of INSERT_SETTINGS (below).
  */
-const CHDB_INSERT_SETTINGS = 'max_threads = 1, max_insert_threads = 1, log_queries = 0, log_processors_profiles = 0, log_profile_events = 0, max_partitions_per_insert_block = 0'
+const CHDB_INSERT_SETTINGS = 'max_threads = 1, max_insert_threads = 1, log_queries = 0, log_processors_profiles = 0, log_profile_events = 0, max_partitions_per_insert_block = 0, deduplicate_blocks_in_dependent_materialized_views = 1'
 
 /**
  * Every insert of events: no limit on the months (partitions) one insert touches. Accepted timestamps
  * span 2000 to tomorrow, and a spooled group is already acknowledged when it is flushed: ClickHouse's
  * default limit of 100 would make such a flush fail forever.
  */
-const INSERT_SETTINGS = { max_partitions_per_insert_block: '0' }
+// deduplicate_blocks_in_dependent_materialized_views: a spool flush retried under the same token after
+// `events` took its block but a rollup's view did not (docs/analytics.md) fills in the rollup only.
+const INSERT_SETTINGS = { max_partitions_per_insert_block: '0', deduplicate_blocks_in_dependent_materialized_views: 1 as const }
 
 /**
  * ClickHouse error codes that refuse the data itself (parse and type errors): the same bytes are refused at
@@ -232,6 +234,8 @@ const DATA_ERROR_CODES = new Set([
  */
 export function isDataRefusal(err: unknown): boolean {
   if (!(err instanceof Error)) return false
+  // Rows our own RowBinary reader refused before sending them (event-rows.ts MalformedRows).
+  if ((err as Error & { dataRefusal?: unknown }).dataRefusal === true) return true
   const { code, type } = err as Error & { code?: unknown; type?: unknown }
   const n = typeof type === 'string' && typeof code === 'string' ? Number(code) : Number(/^Code: (\d+)\./.exec(err.message)?.[1])
   return DATA_ERROR_CODES.has(n)

@@ -1,21 +1,41 @@
-import { pino, type Logger } from 'pino'
+import { pino, type DestinationStream, type Logger } from 'pino'
 
 export type { Logger }
 
-/** Paths pino replaces with "[redacted]": keys, and the PII we might attach to a log object. */
-const REDACT = [
+/**
+ * Paths pino replaces with "[redacted]": key material, and the personal data we might attach to a log
+ * object, at the top level and one level down (`*.email` covers `{ player: { email } }`). LOG_REDACT adds
+ * more paths (config.logRedact). The request line itself (router.ts) carries ids, route, status and time,
+ * never a header, body or query string.
+ */
+export const DEFAULT_REDACT = [
   'apiKey',
+  'api_key',
   'key',
   'secret',
+  'token',
+  'password',
+  'authorization',
   'headers["x-api-key"]',
   'headers.authorization',
+  'headers.cookie',
   'email',
   'phone',
+  'name',
+  'ip',
+  'metadata',
+  '*.apiKey',
+  '*.api_key',
+  '*.key',
+  '*.secret',
+  '*.token',
+  '*.password',
   '*.email',
   '*.phone',
-  'ip',
+  '*.ip',
 ]
 
-export function createLogger(level: string): Logger {
-  return pino({ level, base: { service: 'respin' }, redact: { paths: REDACT, censor: '[redacted]' } })
+export function createLogger(level: string, opts: { redact?: string[]; destination?: DestinationStream } = {}): Logger {
+  const options = { level, base: { service: 'respin' }, redact: { paths: [...DEFAULT_REDACT, ...(opts.redact ?? [])], censor: '[redacted]' } }
+  return opts.destination ? pino(options, opts.destination) : pino(options)
 }

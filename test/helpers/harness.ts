@@ -4,9 +4,13 @@ import { randomBytes } from 'node:crypto'
 import { cpSync, existsSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import postgres from 'postgres'
+import tap from 'tap'
 import { startApp, type App } from '../../src/app.ts'
 import { loadConfig } from '../../src/config.ts'
 import type { RouteDef } from '../../src/http/route.ts'
+import { createLogger } from '../../src/lib/log.ts'
+import type { DestinationStream } from 'pino'
 
 export interface TestResponse<T = any> {
   status: number
@@ -73,10 +77,38 @@ async function seedEmbeddedPostgres(dataDir: string): Promise<void> {
   cpSync(template, join(dataDir, 'postgres'), { recursive: true })
 }
 
+let fileDatabase: Promise<void> | undefined
+
+/**
+ * On a PostgreSQL server, each test file gets a database of its own (made on its first harness, dropped when
+ * the file ends). Every harness runs the engines (webhook, delivery, campaign, gamification dispatchers),
+ * and with one shared database one file's dispatcher would claim another file's rows, under its own
+ * settings (retry delays, clock, URL policy). Processes the file spawns inherit the variable, so they
+ * share the file's database as they shared the one before.
+ */
+export function isolateDatabase(): Promise<void> {
+  fileDatabase ??= (async () => {
+    const shared = process.env.DATABASE_URL
+    if (!shared) return
+    const url = new URL(shared)
+    const name = `${url.pathname.slice(1)}_f${process.pid}_${randomBytes(3).toString('hex')}`.slice(0, 63)
+    const admin = postgres(shared, { max: 1, onnotice: () => {} })
+    await admin.unsafe(`create database "${name}"`)
+    url.pathname = `/${name}`
+    process.env.DATABASE_URL = url.toString()
+    tap.teardown(async () => {
+      await admin.unsafe(`drop database if exists "${name}" with (force)`).catch(() => {})
+      await admin.end({ timeout: 2 })
+    })
+  })()
+  return fileDatabase
+}
+
 export async function startHarness(
   t: Teardown,
-  opts: { env?: Record<string, string>; extraRoutes?: RouteDef[]; clock?: () => Date } = {},
+  opts: { env?: Record<string, string>; extraRoutes?: RouteDef[]; clock?: () => Date; logDestination?: DestinationStream } = {},
 ): Promise<Harness> {
+  await isolateDatabase()
   const dataDir = mkdtempSync(join(tmpdir(), 'respin-test-'))
   if (!process.env.DATABASE_URL && !opts.env?.DATABASE_URL) await seedEmbeddedPostgres(dataDir)
   const adminKey = `admin-${randomBytes(16).toString('hex')}`
@@ -87,9 +119,14 @@ export async function startHarness(
     HOST: '127.0.0.1',
     DATA_DIR: dataDir,
     ADMIN_KEY: adminKey,
+    // One secret-box key for every test process: with a shared PostgreSQL server, one test file's
+    // background engines may handle rows another file's process sealed.
+    SECRET_KEY: process.env.SECRET_KEY ?? 'respin-tests-shared-secret-box-key-0123456789',
     ...opts.env,
   })
-  const app = await startApp(config, { extraRoutes: opts.extraRoutes, clock: opts.clock })
+  // A log destination: the app's logger exactly as configured (level, LOG_REDACT), written where the test reads.
+  const log = opts.logDestination && createLogger(config.logLevel, { redact: config.logRedact, destination: opts.logDestination })
+  const app = await startApp(config, { extraRoutes: opts.extraRoutes, clock: opts.clock, log })
   t.teardown(async () => {
     await app.close()
     rmSync(dataDir, { recursive: true, force: true })

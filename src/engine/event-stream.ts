@@ -1,0 +1,410 @@
+// The event stream: the one mechanism through which engines react to ingested events (gamification,
+// campaign triggers, journeys' wait_for_event, conversions). docs/engines.md, "Event stream".
+//
+// - Cheap pre-test: each consumer says, per brand, which stored event types some active rule of its
+//   could match (`interest`). The union is cached per brand (dropped on the bus topic
+//   'event_stream_interest', which a consumer publishes through interestChanged() when its rules change)
+//   and handed to the ingest worker with the group; only events of an interesting type produce a row.
+//   Every other event costs one map lookup on the worker.
+// - Never lost: the rows are inserted in the SAME transaction that commits the group's events to the
+//   spool and its profiles (pipeline.ts). An acknowledged event therefore has its rows, and a group that
+//   did not commit has none (its retry is not a duplicate and writes them then).
+// - Exactly once in effect: a consumer claims its oldest rows with `DELETE ... FOR UPDATE SKIP LOCKED
+//   RETURNING` inside a transaction, applies them on that transaction, and commits: the effect and the
+//   consumption are one commit. A process killed mid-batch rolls back, its rows unlock at once and are
+//   claimed again (by any process: SKIP LOCKED lets several processes share a consumer's rows).
+// - Fast: the process that committed a group wakes its consumers at once (the usual case: well under
+//   the 1 s target); every process also polls every pollMs for rows left by a crashed or busy process.
+// - A handler that throws: the batch is rolled back and retried one event at a time; an event that fails
+//   alone is retried with backoff and set aside (failed_at, logged) after MAX_ATTEMPTS, so one bad event
+//   never blocks the stream.
+//
+// The claim loop here is a small transactional poller of its own: the row lock of the claiming
+// transaction is the lease (a crashed process's transaction ends with its connection), so no lease
+// column or expiry is needed. It can move onto the shared work loop (src/engine/work-loop.ts) once that
+// offers transactional claims.
+import type { ReservedSql, TransactionSql } from 'postgres'
+import type { AppContext } from '../context.ts'
+import type { Bus } from '../db/bus.ts'
+import type { Sql } from '../db/postgres.ts'
+import type { Logger } from '../lib/log.ts'
+import type { Metrics } from '../lib/metrics.ts'
+
+type Tx = TransactionSql | ReservedSql
+
+/** One stored event as a consumer sees it. */
+export interface StreamEvent {
+  /** The stream row's id (increasing in commit order within a process, roughly across processes). */
+  id: string
+  tenantId: string
+  brandId: string
+  playerId: string | null
+  externalId: string
+  eventId: string | null
+  /** The stored (mapped) type. */
+  type: string
+  sourceType: string
+  eventTime: Date
+  receivedAt: Date
+  /** Canonical fields derived by the brand's mapping; `amount` is an exact decimal string. */
+  fields: Record<string, unknown>
+  payload: Record<string, unknown> | null
+}
+
+export interface StreamConsumer {
+  /** Unique, stable (rows are addressed to it by name): `gamification`, `campaign_triggers`, ... */
+  name: string
+  /**
+   * The stored event types of these brands that some active rule of this consumer could match, `'*'`
+   * for every type. Called when a brand's entry is not cached (first use, after interestChanged, after
+   * INTEREST_TTL_MS). Include types whose effect is implied (e.g. `bet_rollback` when `bet` counts).
+   */
+  interest(sql: Sql, brandIds: string[]): Promise<Map<string, Iterable<string>>>
+  /**
+   * Applies the events on `tx`: every effect must be written there (outbox rows with insertOutbox on tx,
+   * notifications enqueued on tx), so it commits exactly when the events are consumed. Events of one
+   * player come in stream order within a batch. Throwing rolls the batch back (retried per event).
+   * It may return a function to run after the commit (best effort: caches such as leaderboards, which
+   * must be repairable from what was committed).
+   */
+  handle(tx: Tx, events: StreamEvent[]): Promise<void | (() => Promise<unknown>)>
+  /** Most events per transaction (default 200). */
+  batchSize?: number
+}
+
+/** Per brand: event type → comma-separated consumer names (what the ingest worker gets). */
+export type StreamInterest = Record<string, Record<string, string>>
+
+/** Rows the ingest worker produced for a group: parallel arrays, one entry per interesting event. */
+export interface StreamColumns {
+  consumers: string[]
+  tenant_id: string[]
+  brand_id: string[]
+  external_id: string[]
+  event_id: (string | null)[]
+  event_type: string[]
+  source_type: string[]
+  event_time: number[]
+  received_at: number[]
+  fields: string[]
+  payload: (string | null)[]
+}
+
+export const emptyStreamColumns = (): StreamColumns => ({
+  consumers: [], tenant_id: [], brand_id: [], external_id: [], event_id: [], event_type: [], source_type: [],
+  event_time: [], received_at: [], fields: [], payload: [],
+})
+
+export interface EventStream {
+  register(consumer: StreamConsumer): void
+  /** Forget a consumer (its rows stay for the next process that registers it); resolves after its running batch. */
+  unregister(name: string): Promise<void>
+  /** The interest of these brands for the ingest worker; undefined when no consumer wants anything. */
+  interestFor(brandIds: string[]): Promise<StreamInterest | undefined>
+  /** A consumer's rules for this brand changed: every process reloads the brand's interest. */
+  interestChanged(brandId: string): Promise<void>
+  /** Inside the ingest group's transaction. */
+  append(tx: Tx, rows: StreamColumns): Promise<unknown>
+  /** Rows were committed: run the consumers now rather than at the next poll. */
+  wake(): void
+  /** Resolves when every consumer registered here has nothing claimable left (tests, bench). */
+  idle(): Promise<void>
+  stop(): Promise<void>
+}
+
+const INTEREST_TTL_MS = 60_000
+const DEFAULT_POLL_MS = 500
+const MAX_ATTEMPTS = 10
+
+export function createEventStream(deps: { sql: Sql; bus: Bus; log: Logger; pollMs?: number; metrics?: Metrics }): EventStream {
+  const { sql, bus, log, metrics } = deps
+  const pollMs = deps.pollMs ?? DEFAULT_POLL_MS
+  const consumers = new Map<string, ConsumerLoop>()
+  const interestCache = new Map<string, { at: number; value: Promise<Record<string, string>>; version: number }>()
+  let version = 0
+  let stopped = false
+
+  bus.subscribe('event_stream_interest', (brandId) => {
+    version++
+    if (brandId === '*') interestCache.clear()
+    else interestCache.delete(brandId)
+  })
+
+  async function loadInterest(brandIds: string[]): Promise<Map<string, Record<string, string>>> {
+    const out = new Map<string, Map<string, Set<string>>>()
+    for (const id of brandIds) out.set(id, new Map())
+    for (const c of consumers.values()) {
+      const got = await c.consumer.interest(sql, brandIds)
+      for (const [brandId, types] of got) {
+        const byType = out.get(brandId)
+        if (!byType) continue
+        for (const t of types) {
+          let names = byType.get(t)
+          if (!names) byType.set(t, (names = new Set()))
+          names.add(c.consumer.name)
+        }
+      }
+    }
+    const result = new Map<string, Record<string, string>>()
+    for (const [brandId, byType] of out) {
+      const rec: Record<string, string> = {}
+      // A '*' consumer is interested in every type: add it to each listed type too, so the worker needs
+      // one lookup (type, else '*').
+      const star = byType.get('*')
+      for (const [t, names] of byType) {
+        if (star) for (const n of star) names.add(n)
+        rec[t] = [...names].sort().join(',')
+      }
+      result.set(brandId, rec)
+    }
+    return result
+  }
+
+  async function interestFor(brandIds: string[]): Promise<StreamInterest | undefined> {
+    if (consumers.size === 0) return undefined
+    const now = Date.now()
+    const missing = [...new Set(brandIds)].filter((id) => {
+      const hit = interestCache.get(id)
+      return !hit || now - hit.at > INTEREST_TTL_MS
+    })
+    if (missing.length) {
+      const v = version
+      const loading = loadInterest(missing)
+      for (const id of missing) {
+        const entry = { at: now, version: v, value: loading.then((m) => m.get(id) ?? {}) }
+        interestCache.set(id, entry)
+        // A failed load or one that raced with an invalidation is not kept.
+        entry.value.then(
+          () => {
+            if (version !== v && interestCache.get(id) === entry) interestCache.delete(id)
+          },
+          () => {
+            if (interestCache.get(id) === entry) interestCache.delete(id)
+          },
+        )
+      }
+    }
+    const out: StreamInterest = {}
+    let any = false
+    for (const id of new Set(brandIds)) {
+      const rec = await (interestCache.get(id) as { value: Promise<Record<string, string>> }).value
+      for (const _ in rec) {
+        out[id] = rec
+        any = true
+        break
+      }
+    }
+    return any ? out : undefined
+  }
+
+  function append(tx: Tx, r: StreamColumns): Promise<unknown> {
+    // One statement per group; each row's player is found by key (the group's upsert ran earlier in this
+    // transaction). One row per interested consumer.
+    return tx`
+      insert into event_stream (consumer, tenant_id, brand_id, player_id, external_id, event_id, event_type, source_type,
+                                event_time, received_at, fields, payload)
+      select c.name, t.tenant_id, t.brand_id,
+             (select p.id from players p where p.brand_id = t.brand_id and p.external_id = t.external_id),
+             t.external_id, t.event_id, t.event_type, t.source_type, to_timestamp(t.event_time / 1000),
+             to_timestamp(t.received_at / 1000), t.fields::jsonb, t.payload::jsonb
+      from unnest(${r.consumers}::text[], ${r.tenant_id}::uuid[], ${r.brand_id}::uuid[], ${r.external_id}::text[],
+                  ${r.event_id}::text[], ${r.event_type}::text[], ${r.source_type}::text[], ${r.event_time}::float8[],
+                  ${r.received_at}::float8[], ${r.fields}::text[], ${r.payload}::text[])
+        with ordinality as t(consumers, tenant_id, brand_id, external_id, event_id, event_type, source_type, event_time,
+                             received_at, fields, payload, n)
+      cross join lateral unnest(string_to_array(t.consumers, ',')) as c(name)
+      order by t.n`.execute()
+  }
+
+  interface ConsumerLoop {
+    consumer: StreamConsumer
+    running: Promise<void> | undefined
+    again: boolean
+    timer: NodeJS.Timeout | undefined
+    idleWaiters: (() => void)[]
+  }
+
+  function kick(loop: ConsumerLoop): void {
+    if (stopped) return
+    if (loop.running) {
+      loop.again = true
+      return
+    }
+    // A store that is down fails the whole round (even the one-by-one fallback): log it and poll again,
+    // never let it become an unhandled rejection that ends the process.
+    loop.running = drainConsumer(loop).catch((err: unknown) => {
+      log.error({ err, consumer: loop.consumer.name }, 'event stream: round failed, retried at the next poll')
+    }).finally(() => {
+      loop.running = undefined
+      if (loop.again) {
+        loop.again = false
+        kick(loop)
+        return
+      }
+      const waiters = loop.idleWaiters
+      loop.idleWaiters = []
+      for (const w of waiters) w()
+    })
+  }
+
+  /** Claims and applies batches until fewer than a full batch is left. */
+  async function drainConsumer(loop: ConsumerLoop): Promise<void> {
+    const { consumer } = loop
+    const limit = consumer.batchSize ?? 200
+    for (;;) {
+      if (stopped || consumers.get(consumer.name) !== loop) return
+      let claimed = 0
+      try {
+        claimed = await runBatch(consumer, limit)
+      } catch (err) {
+        log.error({ err, consumer: consumer.name }, 'event stream: batch failed, applying its events one by one')
+        claimed = await runOneByOne(consumer, limit)
+      }
+      if (claimed < limit) return
+    }
+  }
+
+  async function runBatch(consumer: StreamConsumer, limit: number, onlyId?: string): Promise<number> {
+    let n = 0
+    let after: (() => Promise<unknown>) | undefined
+    await sql.begin(async (tx) => {
+      const rows = await claim(tx, consumer.name, limit, onlyId)
+      n = rows.length
+      if (n) metrics?.queueAttempt(METRICS_NAME, n)
+      if (n) after = (await consumer.handle(tx, rows)) ?? undefined
+    })
+    const afterCommit = after as (() => Promise<unknown>) | undefined
+    if (afterCommit) await afterCommit().catch((err: unknown) => log.warn({ err, consumer: consumer.name }, 'event stream: after-commit step failed'))
+    return n
+  }
+
+  /** After a failed batch: each event in a transaction of its own; one that fails alone is backed off. */
+  async function runOneByOne(consumer: StreamConsumer, limit: number): Promise<number> {
+    const ids = await sql<{ id: string }[]>`
+      select id from event_stream where consumer = ${consumer.name} and failed_at is null and available_at <= now()
+      order by id limit ${limit}`
+    for (const { id } of ids) {
+      if (stopped) break
+      try {
+        await runBatch(consumer, 1, id)
+      } catch (err) {
+        metrics?.queueFailure(METRICS_NAME)
+        const [row] = await sql<{ attempts: number }[]>`
+          update event_stream set attempts = attempts + 1,
+            available_at = now() + least(interval '1 second' * power(2, attempts), interval '10 minutes'),
+            failed_at = case when attempts + 1 >= ${MAX_ATTEMPTS} then now() end,
+            error = ${String((err as Error)?.message ?? err).slice(0, 1000)}
+          where id = ${id} returning attempts`
+        log.error({ err, consumer: consumer.name, streamId: id, attempts: row?.attempts }, row && row.attempts >= MAX_ATTEMPTS ? 'event stream: event set aside after repeated failures' : 'event stream: event failed, retrying later')
+      }
+    }
+    // Rows that failed now wait for their backoff: report a short batch so the loop returns to polling.
+    return 0
+  }
+
+  async function claim(tx: Tx, name: string, limit: number, onlyId?: string): Promise<StreamEvent[]> {
+    const rows = await tx<
+      {
+        id: string; tenant_id: string; brand_id: string; player_id: string | null; external_id: string; event_id: string | null
+        event_type: string; source_type: string; event_time: Date; received_at: Date; fields: Record<string, unknown>
+        payload: Record<string, unknown> | null
+      }[]
+    >`
+      delete from event_stream where id in (
+        select id from event_stream
+        where consumer = ${name} and failed_at is null and available_at <= now() ${onlyId ? tx`and id = ${onlyId}` : tx``}
+        order by id limit ${limit} for update skip locked)
+      returning id, tenant_id, brand_id, player_id, external_id, event_id, event_type, source_type, event_time, received_at, fields, payload`
+    rows.sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1))
+    return rows.map((r) => ({
+      id: r.id, tenantId: r.tenant_id, brandId: r.brand_id, playerId: r.player_id, externalId: r.external_id, eventId: r.event_id,
+      type: r.event_type, sourceType: r.source_type, eventTime: r.event_time, receivedAt: r.received_at, fields: r.fields, payload: r.payload,
+    }))
+  }
+
+  function schedulePoll(loop: ConsumerLoop): void {
+    loop.timer = setTimeout(() => {
+      kick(loop)
+      if (!stopped && consumers.get(loop.consumer.name) === loop) schedulePoll(loop)
+    }, pollMs)
+    // A loop of an unregistered consumer stops at its next batch.
+    loop.timer.unref()
+  }
+
+  return {
+    register(consumer) {
+      if (consumers.has(consumer.name)) throw new Error(`event stream consumer ${consumer.name} registered twice`)
+      const loop: ConsumerLoop = { consumer, running: undefined, again: false, timer: undefined, idleWaiters: [] }
+      consumers.set(consumer.name, loop)
+      version++
+      interestCache.clear()
+      schedulePoll(loop)
+      kick(loop)
+    },
+    async unregister(name) {
+      const loop = consumers.get(name)
+      if (!loop) return
+      clearTimeout(loop.timer)
+      consumers.delete(name)
+      version++
+      interestCache.clear()
+      await loop.running
+    },
+    interestFor,
+    interestChanged: (brandId) => bus.publish('event_stream_interest', brandId),
+    append,
+    wake() {
+      for (const loop of consumers.values()) kick(loop)
+    },
+    async idle() {
+      // Drain until a pass finds nothing (rows may arrive while a batch runs).
+      for (const loop of consumers.values()) {
+        kick(loop)
+        await new Promise<void>((resolve) => loop.idleWaiters.push(resolve))
+      }
+    },
+    async stop() {
+      stopped = true
+      for (const loop of consumers.values()) clearTimeout(loop.timer)
+      await Promise.all([...consumers.values()].map((l) => l.running))
+    },
+  }
+}
+
+/** The stream's name on /metrics (queue depth, oldest row's age, attempts, failures, consumer lag). */
+const METRICS_NAME = 'event_stream'
+
+/**
+ * For /metrics: rows not yet consumed (set-aside rows excluded: they are logged and no longer waited
+ * for), and the age of the oldest such row since its event was received, i.e. how far the consumers are
+ * behind ingestion. One query serves both the queue probe and the lag probe of a scrape.
+ */
+function streamBacklog(sql: Sql): () => Promise<{ depth: number; oldestAgeSeconds: number }> {
+  return async () => {
+    const [row] = await sql<{ depth: number; age: number }[]>`
+      select count(*)::float8 as depth, coalesce(extract(epoch from now() - min(received_at)), 0)::float8 as age
+      from event_stream where failed_at is null`
+    return { depth: Number(row?.depth ?? 0), oldestAgeSeconds: Math.max(0, Number(row?.age ?? 0)) }
+  }
+}
+
+/** Background service (app.ts, started before ingestion): sets ctx.stream. */
+export function startEventStream(ctx: AppContext) {
+  const stream = createEventStream({ sql: ctx.sql, bus: ctx.bus, log: ctx.log, metrics: ctx.metrics })
+  ctx.stream = stream
+  const backlog = streamBacklog(ctx.sql)
+  // The queue and the lag probes of one scrape run in parallel: share one query between them.
+  let pending: Promise<{ depth: number; oldestAgeSeconds: number }> | undefined
+  const once = () => {
+    pending ??= backlog().finally(() => setImmediate(() => (pending = undefined)))
+    return pending
+  }
+  ctx.metrics?.registerQueue(METRICS_NAME, once)
+  ctx.metrics?.registerLag(METRICS_NAME, async () => (await once()).oldestAgeSeconds)
+  return {
+    async stop() {
+      await stream.stop()
+      ctx.stream = undefined
+    },
+  }
+}

@@ -1,0 +1,290 @@
+// The one lease-based poller over a PostgreSQL table, shared by every engine that works off a queue
+// (webhook deliveries, message delivery, campaign steps, GDPR jobs). Rows are claimed with
+// `FOR UPDATE SKIP LOCKED` and leased by pushing their due time forward: a row being worked on is simply
+// not due, and when its process dies mid-work it becomes due again once the lease runs out, for whichever
+// process polls next. Claimed rows go to an actor pool (src/engine/actor-pool.ts), one actor per key.
+//
+// The handler owns the row's fate: on success it marks the row done (or deletes it); on a retryable failure
+// it sets the due time of the next try. A handler that does neither leaves the row to be retried after
+// the lease. Handlers should finish well within the lease (e.g. an HTTP timeout plus a margin).
+import { randomUUID } from 'node:crypto'
+import type { Sql } from '../db/postgres.ts'
+import type { Logger } from '../lib/log.ts'
+import type { Metrics } from '../lib/metrics.ts'
+import { createActorPool, type ActorPool } from './actor-pool.ts'
+
+// --- Ticker: run a step now, again at once while it finds work, else after an idle interval or a wake --------
+
+export interface Ticker {
+  /** Run the step as soon as possible (e.g. on a NOTIFY or after a local insert). */
+  wake(): void
+  /** Stop after the step that is running, if any. */
+  stop(): Promise<void>
+}
+
+export interface TickerOptions {
+  name: string
+  log: Logger
+  /** Does one round of work; returns true when there may be more right away. */
+  step(): Promise<boolean>
+  /** Poll interval when a step found nothing (default 1000 ms). A wake cuts it short. */
+  idleIntervalMs?: number
+  /** Pause after a failed step (default 1000 ms), so a dead database is not hammered. */
+  errorBackoffMs?: number
+}
+
+export function startTicker(opts: TickerOptions): Ticker {
+  const idleMs = opts.idleIntervalMs ?? 1000
+  const errorMs = opts.errorBackoffMs ?? 1000
+  let stopped = false
+  let woken = false
+  let sleeping: { timer: NodeJS.Timeout; resolve: () => void } | undefined
+  const sleep = (ms: number) =>
+    new Promise<void>((resolve) => {
+      sleeping = { timer: setTimeout(resolve, ms), resolve }
+    }).finally(() => (sleeping = undefined))
+
+  const loop = (async () => {
+    while (!stopped) {
+      woken = false
+      let more = false
+      let failed = false
+      try {
+        more = await opts.step()
+      } catch (err) {
+        failed = true
+        opts.log.error({ err, loop: opts.name }, 'work loop step failed')
+      }
+      if (stopped) break
+      if (failed) await sleep(errorMs)
+      else if (!more && !woken) await sleep(idleMs)
+    }
+  })()
+
+  return {
+    wake() {
+      woken = true
+      if (sleeping) {
+        clearTimeout(sleeping.timer)
+        sleeping.resolve()
+      }
+    },
+    async stop() {
+      stopped = true
+      if (sleeping) {
+        clearTimeout(sleeping.timer)
+        sleeping.resolve()
+      }
+      await loop
+    },
+  }
+}
+
+// --- Claiming due rows of a queue table -----------------------------------------------------------------
+
+/** Where a queue lives. Columns are identifiers of the table; `where` narrows to the claimable rows. */
+export interface QueueTable {
+  table: string
+  /** Primary key column (default `id`). */
+  idColumn?: string
+  /** The actor key: rows of one key run in their own mailbox (e.g. `endpoint_id`). */
+  keyColumn: string
+  /** timestamptz: the row is claimable once this has passed; a claim pushes it to the lease's end. */
+  dueColumn: string
+  /** text: the claiming process's id, so a handler can tell its lease still holds. */
+  ownerColumn: string
+  /** Extra condition on claimable rows, e.g. sql`status = 'pending'` (it should match a partial index on dueColumn). */
+  where?: (sql: Sql) => ReturnType<Sql>
+}
+
+/**
+ * Claims up to `limit` due rows, oldest due first, skipping rows locked by another claimer and rows of
+ * `excludeKeys`, and leases them to `owner` for leaseMs. One statement: claimed rows are committed as
+ * leased before any work starts.
+ */
+export async function claimDue<Row>(
+  sql: Sql,
+  q: QueueTable,
+  opts: { limit: number; leaseMs: number; owner: string; excludeKeys?: string[] },
+): Promise<Row[]> {
+  const id = sql(q.idColumn ?? 'id')
+  const table = sql(q.table)
+  const due = sql(q.dueColumn)
+  const key = sql(q.keyColumn)
+  const extra = q.where ? sql`and ${q.where(sql)}` : sql``
+  const exclude = opts.excludeKeys?.length ? sql`and ${key}::text <> all(${opts.excludeKeys}::text[])` : sql``
+  return (await sql`
+    update ${table} as q
+    set ${due} = now() + ${opts.leaseMs} * interval '1 millisecond', ${sql(q.ownerColumn)} = ${opts.owner}
+    where q.${id} in (
+      select ${id} from ${table}
+      where ${due} <= now() ${extra} ${exclude}
+      order by ${due}
+      limit ${opts.limit}
+      for update skip locked)
+    returning q.*`) as unknown as Row[]
+}
+
+// --- The work loop: ticker + claim + actor pool --------------------------------------------------------
+
+export interface WorkLoopOptions<Row> {
+  name: string
+  sql: Sql
+  log: Logger
+  queue: QueueTable
+  /** The row's actor key (the value of queue.keyColumn, as text). */
+  keyOf(row: Row): string
+  /** Works one row and records its outcome (see the header comment). */
+  handle(row: Row, lease: Lease): Promise<void>
+  /** How long a claimed row stays invisible to other claimers (must exceed a handler's run time). */
+  leaseMs: number
+  perKeyConcurrency?: number | ((key: string) => number)
+  globalConcurrency?: number
+  /** Rows of one key held in memory (running + waiting) before that key is left out of claims (default 4 × per-key). */
+  maxPerKey?: number
+  /** Rows held in memory over all keys (default 2 × global concurrency). */
+  maxInMemory?: number
+  idleIntervalMs?: number
+  /**
+   * ctx.metrics: the loop then reports its queue under its name (depth and oldest due item's age, read
+   * from the table at each scrape; attempts; handler failures). Handlers that record a failed attempt
+   * without throwing add `metrics.queueFailure(name)` themselves.
+   */
+  metrics?: Metrics
+}
+
+/** Depth (claimable rows, due or not) and the age of the oldest due row of a queue table, for /metrics. */
+export async function queueDepth(sql: Sql, q: QueueTable): Promise<{ depth: number; oldestAgeSeconds: number }> {
+  const due = sql(q.dueColumn)
+  const extra = q.where ? sql`where ${q.where(sql)}` : sql``
+  const [row] = await sql<{ depth: number; age: number }[]>`
+    select count(*)::float8 as depth,
+           coalesce(extract(epoch from now() - min(${due}) filter (where ${due} <= now())), 0)::float8 as age
+    from ${sql(q.table)} ${extra}`
+  return { depth: Number(row?.depth ?? 0), oldestAgeSeconds: Math.max(0, Number(row?.age ?? 0)) }
+}
+
+export interface Lease {
+  /** The claim's token, written in queue.ownerColumn: this process's id and the claim's number, so even
+   *  this process re-claiming the row after its lease ran out is told apart from the older claim. */
+  owner: string
+  /** When the row was claimed (process clock). */
+  claimedAt: number
+  /** Lease length in ms. */
+  leaseMs: number
+}
+
+export interface WorkLoop<Row> {
+  /** This process's id; claim tokens start with it. */
+  owner: string
+  pool: ActorPool<Row>
+  wake(): void
+  stop(): Promise<void>
+}
+
+export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
+  const owner = `${process.pid}-${randomUUID()}`
+  const global = Math.max(1, opts.globalConcurrency ?? 64)
+  const perKeyDefault = typeof opts.perKeyConcurrency === 'number' ? opts.perKeyConcurrency : 1
+  const maxPerKey = opts.maxPerKey ?? 4 * Math.max(1, perKeyDefault)
+  const maxInMemory = opts.maxInMemory ?? 2 * global
+  const claims = new WeakMap<object, { token: string; at: number }>()
+  let claimNumber = 0
+  const keysHeld = new Map<string, number>()
+  // Set when a step found the pool full, so the first slot that frees up triggers the next claim.
+  let full = false
+  let ticker: Ticker | undefined
+  const metrics = opts.metrics
+  metrics?.registerQueue(opts.name, () => queueDepth(opts.sql, opts.queue))
+
+  const pool = createActorPool<Row>({
+    perKeyConcurrency: opts.perKeyConcurrency,
+    globalConcurrency: global,
+    async handle(key, row) {
+      try {
+        const claim = claims.get(row as object) ?? { token: owner, at: Date.now() }
+        metrics?.queueAttempt(opts.name)
+        await opts.handle(row, { owner: claim.token, claimedAt: claim.at, leaseMs: opts.leaseMs }).catch((err: unknown) => {
+          metrics?.queueFailure(opts.name)
+          throw err
+        })
+      } finally {
+        const n = (keysHeld.get(key) ?? 1) - 1
+        if (n <= 0) keysHeld.delete(key)
+        else keysHeld.set(key, n)
+        if (full || n === maxPerKey - 1) {
+          full = false
+          ticker?.wake()
+        }
+      }
+    },
+    // (`actor`, not `key`: the logger redacts fields named key.)
+    onError: (err, actor) => opts.log.error({ err, loop: opts.name, actor }, 'work item failed; retried after its lease'),
+  })
+
+  ticker = startTicker({
+    name: opts.name,
+    log: opts.log,
+    idleIntervalMs: opts.idleIntervalMs,
+    async step() {
+      const room = maxInMemory - pool.size
+      if (room <= 0) {
+        full = true
+        return false
+      }
+      const saturated: string[] = []
+      for (const [key, n] of keysHeld) if (n >= maxPerKey) saturated.push(key)
+      const token = `${owner}:${++claimNumber}`
+      const rows = await claimDue<Row>(opts.sql, opts.queue, { limit: room, leaseMs: opts.leaseMs, owner: token, excludeKeys: saturated })
+      const now = Date.now()
+      for (const row of rows) {
+        const key = opts.keyOf(row)
+        claims.set(row as object, { token, at: now })
+        keysHeld.set(key, (keysHeld.get(key) ?? 0) + 1)
+        pool.submit(key, row)
+      }
+      return rows.length === room
+    },
+  })
+  const started = ticker
+
+  return {
+    owner,
+    pool,
+    wake: () => started.wake(),
+    async stop() {
+      await started.stop()
+      // Rows still waiting in mailboxes are handed back (due at once, for the next process to claim);
+      // if that fails they are retried after their lease anyway.
+      const dropped = await pool.stop()
+      if (dropped.length) {
+        const q = opts.queue
+        const idColumn = q.idColumn ?? 'id'
+        const tokens = dropped.map((row) => claims.get(row as object)?.token ?? '')
+        const ids = dropped.map((row) => String((row as Record<string, unknown>)[idColumn]))
+        // Leased rows are due in the future: the due column's index narrows the scan to them.
+        await opts.sql`
+          update ${opts.sql(q.table)} as q set ${opts.sql(q.dueColumn)} = now(), ${opts.sql(q.ownerColumn)} = null
+          from unnest(${ids}::text[], ${tokens}::text[]) as r(id, token)
+          where q.${opts.sql(q.dueColumn)} > now() and q.${opts.sql(idColumn)}::text = r.id and q.${opts.sql(q.ownerColumn)} = r.token`.catch((err: unknown) =>
+          opts.log.warn({ err, loop: opts.name }, 'work loop: queued rows not handed back; they are retried after their lease'),
+        )
+      }
+    },
+  }
+}
+
+/**
+ * Extends a lease that may be near its end, right before an irreversible side effect (sending). Returns
+ * false when the row is no longer ours (the lease ran out and another process claimed it): skip the work.
+ * Cheap when the claim is fresh: no query unless half the lease has passed.
+ */
+export async function confirmLease(sql: Sql, q: QueueTable, id: unknown, lease: Lease): Promise<boolean> {
+  if (Date.now() - lease.claimedAt < lease.leaseMs / 2) return true
+  const rows = await sql`
+    update ${sql(q.table)} set ${sql(q.dueColumn)} = now() + ${lease.leaseMs} * interval '1 millisecond'
+    where ${sql(q.idColumn ?? 'id')} = ${id as string} and ${sql(q.ownerColumn)} = ${lease.owner}
+    returning 1`
+  if (rows.length) lease.claimedAt = Date.now()
+  return rows.length > 0
+}

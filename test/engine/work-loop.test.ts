@@ -1,0 +1,114 @@
+// The lease-based work loop over a real PostgreSQL table (PGlite embedded, or the server in DATABASE_URL).
+import { randomBytes } from 'node:crypto'
+import postgres from 'postgres'
+import t from 'tap'
+import { claimDue, confirmLease, startWorkLoop, type QueueTable } from '../../src/engine/work-loop.ts'
+import { createLogger } from '../../src/lib/log.ts'
+import { startHarness } from '../helpers/harness.ts'
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+const log = createLogger('silent')
+
+interface Job {
+  id: number
+  k: string
+  n: number
+}
+
+t.test('work loop', async (t) => {
+  const h = await startHarness(t)
+  const sql = h.app.ctx.sql
+  const name = `test_queue_${randomBytes(4).toString('hex')}`
+  await sql`create table ${sql(name)} (id serial primary key, k text not null, n int not null, due timestamptz not null default now(), owner text, done_by text[] not null default '{}', done boolean not null default false)`
+  t.teardown(() => sql`drop table if exists ${sql(name)}`)
+  const queue: QueueTable = { table: name, keyColumn: 'k', dueColumn: 'due', ownerColumn: 'owner', where: (s) => s`not done` }
+
+  t.test('rows are claimed when due, leased, and done exactly once over two loops', async (t) => {
+    await sql`insert into ${sql(name)} (k, n) select 'key' || (i % 7), i from generate_series(1, 300) i`
+    await sql`insert into ${sql(name)} (k, n, due) values ('later', 0, now() + interval '1 hour')`
+    // In server mode the second loop has connections of its own, as another process would.
+    const other = process.env.DATABASE_URL ? postgres(process.env.DATABASE_URL, { max: 4, onnotice: () => {} }) : sql
+    t.teardown(() => (other !== sql ? other.end() : undefined))
+    const make = (s: typeof sql, who: string) =>
+      startWorkLoop<Job>({
+        name: who,
+        sql: s,
+        log,
+        queue,
+        leaseMs: 30_000,
+        idleIntervalMs: 20,
+        globalConcurrency: 8,
+        keyOf: (row) => row.k,
+        async handle(row, lease) {
+          await sleep(1)
+          await s`update ${s(name)} set done = true, done_by = done_by || ${who}::text where id = ${row.id} and owner = ${lease.owner}`
+        },
+      })
+    const loops = [make(sql, 'a'), make(other, 'b')]
+    for (let i = 0; i < 500; i++) {
+      const left = (await sql<{ left: number }[]>`select count(*)::int as left from ${sql(name)} where not done and k <> 'later'`)[0]!.left
+      if (left === 0) break
+      await sleep(20)
+    }
+    await Promise.all(loops.map((l) => l.stop()))
+    const rows = await sql<{ n: number; done_by: string[] }[]>`select n, done_by from ${sql(name)} where k <> 'later'`
+    t.equal(rows.length, 300)
+    t.ok(rows.every((r) => r.done_by.length === 1), 'each row done once')
+    const byA = rows.filter((r) => r.done_by[0] === 'a').length
+    t.ok(byA > 0 && byA < 300 || !process.env.DATABASE_URL, `shared: a did ${byA}, b did ${300 - byA}`)
+    const [later] = await sql<{ done: boolean; owner: string | null }[]>`select done, owner from ${sql(name)} where k = 'later'`
+    t.same(later, { done: false, owner: null }, 'a row not yet due is left alone')
+    await sql`delete from ${sql(name)}`
+  })
+
+  t.test('a row whose worker died is retried after the lease; the stale claim can no longer confirm', async (t) => {
+    await sql`insert into ${sql(name)} (k, n) values ('crash', 1)`
+    const [first] = await claimDue<Job & { owner: string }>(sql, queue, { limit: 10, leaseMs: 300, owner: 'dead-process:1' })
+    t.equal(first!.n, 1)
+    t.same(await claimDue(sql, queue, { limit: 10, leaseMs: 300, owner: 'x:1' }), [], 'leased: not claimable')
+    await sleep(400)
+    const [again] = await claimDue<Job>(sql, queue, { limit: 10, leaseMs: 30_000, owner: 'alive:1' })
+    t.equal(again!.id, first!.id, 'claimable again after the lease')
+    const stale = { owner: 'dead-process:1', claimedAt: Date.now() - 1000, leaseMs: 300 }
+    t.equal(await confirmLease(sql, queue, first!.id, stale), false, 'the old claim is told it lost the row')
+    const fresh = { owner: 'alive:1', claimedAt: Date.now() - 20_000, leaseMs: 30_000 }
+    t.equal(await confirmLease(sql, queue, first!.id, fresh), true)
+    await sql`delete from ${sql(name)}`
+  })
+
+  t.test('keys held to their per-key maximum are left out of claims', async (t) => {
+    await sql`insert into ${sql(name)} (k, n) select 'busy', i from generate_series(1, 20) i`
+    await sql`insert into ${sql(name)} (k, n) values ('quiet', 1)`
+    let release!: () => void
+    const gate = new Promise<void>((r) => (release = r))
+    const handled: string[] = []
+    const loop = startWorkLoop<Job>({
+      name: 'gate',
+      sql,
+      log,
+      queue,
+      leaseMs: 30_000,
+      idleIntervalMs: 20,
+      maxPerKey: 2,
+      keyOf: (row) => row.k,
+      async handle(row, lease) {
+        handled.push(row.k)
+        if (row.k === 'busy') await gate
+        await sql`update ${sql(name)} set done = true where id = ${row.id} and owner = ${lease.owner}`
+      },
+    })
+    for (let i = 0; i < 200 && !handled.includes('quiet'); i++) await sleep(10)
+    t.ok(handled.includes('quiet'), 'the quiet key ran while the busy one was stuck')
+    const held = (await sql<{ held: number }[]>`select count(*)::int as held from ${sql(name)} where k = 'busy' and owner is not null`)[0]!.held
+    t.ok(held <= 21, `busy rows claimed: ${held}`)
+    release()
+    for (let i = 0; i < 300; i++) {
+      const left = (await sql<{ left: number }[]>`select count(*)::int as left from ${sql(name)} where not done`)[0]!.left
+      if (left === 0) break
+      await sleep(20)
+    }
+    await loop.stop()
+    const left = (await sql<{ left: number }[]>`select count(*)::int as left from ${sql(name)} where not done`)[0]!.left
+    t.equal(left, 0)
+  })
+})
