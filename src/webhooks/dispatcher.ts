@@ -1,0 +1,361 @@
+// The webhook engine, started with the app (src/app.ts) in every process:
+// - fan-out: outbox rows → one delivery per subscribed active endpoint, in one transaction per batch that
+//   also marks the rows dispatched (SKIP LOCKED: each row is fanned out by exactly one process);
+// - dispatch: the shared work loop (src/engine/work-loop.ts) claims due deliveries with a lease and runs
+//   them on an actor pool, one actor per endpoint, so a slow or dead endpoint only delays itself;
+// - upkeep: deactivation after 5 days of failures happens as attempts fail; retention pruning runs
+//   every minute.
+import type { BackgroundService } from '../app.ts'
+import type { AppContext } from '../context.ts'
+import { confirmLease, startTicker, startWorkLoop, type Lease, type QueueTable } from '../engine/work-loop.ts'
+import { tableQueueProbe } from '../lib/metrics.ts'
+import { createOutboundHttp, OutboundTimeoutError } from '../lib/outbound-http.ts'
+import { SecretBoxError } from '../lib/secret-box.ts'
+import { checkUrl, systemResolver, UrlPolicyError, type ResolvedAddress, type Resolver } from '../lib/url-policy.ts'
+import { ALL_EVENTS } from './catalog.ts'
+import * as q from './queries.ts'
+import { deliveryBody } from './service.ts'
+import { signatureHeaders } from './signing.ts'
+
+export const MAX_ATTEMPTS = 5
+/** An endpoint whose attempts have all failed for this long is deactivated. */
+export const DEACTIVATE_AFTER_MS = 5 * 24 * 3600 * 1000
+/** How long a pending delivery of an inactive endpoint waits before it is looked at again. */
+const INACTIVE_RECHECK_MS = 60_000
+/** Attempts of one endpoint in flight at once, and connections to it (keep-alive). */
+const PER_ENDPOINT_CONCURRENCY = 8
+const GLOBAL_CONCURRENCY = 256
+/** Outbox rows fanned out per transaction. */
+const FANOUT_BATCH = 500
+/** Endpoints (URL, secrets, active) are re-read at most this long after a change made elsewhere. */
+const ENDPOINT_CACHE_MS = 1000
+/** Positive DNS answers are reused this long (each attempt still checks and pins the address). */
+const DNS_CACHE_MS = 10_000
+const JITTER = 0.1
+
+const queueFor = (keyId: string): QueueTable => ({
+  table: 'webhook_deliveries',
+  keyColumn: 'endpoint_id',
+  dueColumn: 'run_at',
+  ownerColumn: 'lease_owner',
+  // Only deliveries this process can sign (sql/0051): all of them when every process has the same key.
+  where: (sql) => sql`status = 'pending' and key_id = ${keyId}`,
+})
+
+interface Endpoint {
+  id: string
+  url: string
+  active: boolean
+  secret: string
+  previousSecret: string | null
+  failing: boolean
+}
+
+export interface WebhookEngine {
+  /** Look for new outbox rows and due deliveries now. */
+  wake(): void
+  /** An endpoint was changed through this process: drop its cached copy. */
+  endpointChanged(id: string): void
+}
+
+/** The delay before attempt n+1 (n = attempts made, 1..4), with ±10 % jitter so retries spread out. */
+export function retryDelayMs(delaysSec: number[], attemptsMade: number, random = Math.random): number {
+  const base = (delaysSec[Math.min(attemptsMade, delaysSec.length) - 1] ?? 60) * 1000
+  return Math.round(base * (1 - JITTER + 2 * JITTER * random()))
+}
+
+export function startWebhookService(ctx: AppContext): BackgroundService {
+  const { sql, log, config } = ctx
+  const http = createOutboundHttp({ connectionsPerTarget: PER_ENDPOINT_CONCURRENCY })
+  const endpoints = endpointCache(ctx)
+  const resolve = cachingResolver(systemResolver)
+  // An attempt takes at most the timeout plus a few queries; a crashed process's rows are retried after this.
+  const leaseMs = config.webhookTimeoutMs + 5000
+  const QUEUE = queueFor(ctx.secretBox.keyId)
+  const userAgent = `Respin-Webhooks/${config.version}`
+
+  async function attempt(row: q.DeliveryRow, lease: Lease): Promise<void> {
+    let endpoint: Endpoint | undefined
+    try {
+      endpoint = await endpoints.get(row.endpoint_id)
+    } catch (err) {
+      if (!(err instanceof SecretBoxError)) throw err
+      // The secret was sealed under another key (SECRET_KEY or the key file changed): nothing can be
+      // signed. A failed attempt, logged, rather than a silent retry loop.
+      log.error({ err, endpointId: row.endpoint_id }, 'webhook secret cannot be opened')
+      await outcomes.record(failedWithoutRequest(row, lease, `signing secret unavailable: ${err.message}`))
+      return
+    }
+    if (!endpoint) return // deleted: its deliveries went with it
+    if (!endpoint.active) {
+      // Unless the endpoint was resumed meanwhile (the copy here may be up to a second old).
+      if (!(await q.postponeWhileInactive(sql, row.id, lease.owner, INACTIVE_RECHECK_MS))) {
+        endpoints.forget(row.endpoint_id)
+        dispatch.wake()
+      }
+      return
+    }
+    if (!(await confirmLease(sql, QUEUE, row.id, lease))) return
+    const n = row.attempt_count + 1
+    const at = new Date()
+    let responseCode: number | null = null
+    let error: string | null = null
+    let responseBody: string | null = null
+    const started = performance.now()
+    try {
+      // The policy again at every attempt, and the request goes to the address it checked.
+      const target = await checkUrl(endpoint.url, { allowPrivate: config.webhookAllowPrivate, resolve })
+      const res = await http.request(target, {
+        method: 'POST',
+        body: row.body,
+        timeoutMs: config.webhookTimeoutMs,
+        // Each endpoint its own keep-alive connections, even when several share a host.
+        poolKey: endpoint.id,
+        headers: {
+          'content-type': 'application/json',
+          'user-agent': userAgent,
+          'x-respin-event': row.event,
+          ...signatureHeaders({
+            deliveryId: row.id,
+            timestamp: Math.floor(at.getTime() / 1000),
+            body: row.body,
+            secret: endpoint.secret,
+            previousSecret: endpoint.previousSecret,
+          }),
+        },
+      })
+      responseCode = res.status
+      responseBody = res.bodyPrefix
+      if (res.status < 200 || res.status > 299) error = res.status >= 300 && res.status < 400 ? `redirect (${res.status}) not followed` : `HTTP ${res.status}`
+    } catch (err) {
+      error =
+        err instanceof OutboundTimeoutError ? `timeout after ${config.webhookTimeoutMs} ms`
+        : err instanceof UrlPolicyError ? `url policy: ${err.message}`
+        : `network: ${(err as Error).message || String(err)}`
+    }
+    const ok = error === null
+    const outcome: q.Outcome = {
+      id: row.id,
+      owner: lease.owner,
+      attempt: { n, at: at.toISOString(), response_code: responseCode, duration_ms: Math.round(performance.now() - started), error, response_body: responseBody },
+      status: ok ? 'successful' : n >= MAX_ATTEMPTS ? 'failed' : 'pending',
+      retryInMs: ok || n >= MAX_ATTEMPTS ? undefined : retryDelayMs(config.webhookRetryDelaysSec, n),
+    }
+    await outcomes.record(outcome)
+    ctx.metrics?.outcome('webhook', outcome.status === 'pending' ? 'retrying' : outcome.status)
+    if (!ok) ctx.metrics?.queueFailure('webhook-dispatch')
+    if (ok && endpoint.failing) {
+      endpoint.failing = false
+      await q.noteEndpointSuccess(sql, endpoint.id)
+    } else if (!ok) {
+      endpoint.failing = true
+      if (await q.noteEndpointFailure(sql, endpoint.id, DEACTIVATE_AFTER_MS)) {
+        endpoints.forget(endpoint.id)
+        log.warn({ endpointId: endpoint.id }, 'webhook endpoint deactivated after 5 days of failed deliveries')
+      }
+    }
+  }
+
+  function failedWithoutRequest(row: q.DeliveryRow, lease: Lease, error: string): q.Outcome {
+    const n = row.attempt_count + 1
+    return {
+      id: row.id,
+      owner: lease.owner,
+      attempt: { n, at: new Date().toISOString(), response_code: null, duration_ms: 0, error, response_body: null },
+      status: n >= MAX_ATTEMPTS ? 'failed' : 'pending',
+      retryInMs: n >= MAX_ATTEMPTS ? undefined : retryDelayMs(config.webhookRetryDelaysSec, n),
+    }
+  }
+
+  const outcomes = outcomeBatcher(ctx)
+  const dispatch = startWorkLoop<q.DeliveryRow>({
+    name: 'webhook-dispatch',
+    sql,
+    log,
+    queue: QUEUE,
+    keyOf: (row) => row.endpoint_id,
+    handle: attempt,
+    leaseMs,
+    perKeyConcurrency: PER_ENDPOINT_CONCURRENCY,
+    globalConcurrency: GLOBAL_CONCURRENCY,
+    maxPerKey: 4 * PER_ENDPOINT_CONCURRENCY,
+    maxInMemory: 4 * GLOBAL_CONCURRENCY,
+    idleIntervalMs: ctx.pg.kind === 'pglite' ? 250 : 1000,
+    metrics: ctx.metrics,
+  })
+  // The outbox is the fan-out's queue: platform events not yet turned into deliveries.
+  ctx.metrics?.registerQueue('outbox', tableQueueProbe(sql, 'outbox', 'dispatched_at is null', 'created_at'))
+
+  const fanout = startTicker({
+    name: 'webhook-fanout',
+    log,
+    idleIntervalMs: ctx.pg.kind === 'pglite' ? 100 : 1000,
+    async step() {
+      const n = await fanOut(ctx, FANOUT_BATCH)
+      if (n > 0) dispatch.wake()
+      return n === FANOUT_BATCH
+    },
+  })
+
+  const upkeep = startTicker({
+    name: 'webhook-upkeep',
+    log,
+    idleIntervalMs: 60_000,
+    async step() {
+      const pruned = await q.prune(sql, config.webhookRetentionDays, 5000)
+      if (pruned.deliveries || pruned.outbox) log.info(pruned, 'webhook retention: pruned')
+      return pruned.deliveries === 5000 || pruned.outbox === 5000
+    },
+  })
+
+  // Servers: the outbox trigger (sql/0050) notifies every process when events commit.
+  let unlisten: (() => Promise<void>) | undefined
+  if (ctx.pg.kind === 'postgres') {
+    sql
+      .listen('respin_outbox', () => fanout.wake())
+      .then((l) => (unlisten = l.unlisten))
+      .catch((err: unknown) => log.warn({ err }, 'webhooks: LISTEN failed; polling only'))
+  }
+
+  ctx.webhooks = {
+    wake() {
+      fanout.wake()
+      dispatch.wake()
+    },
+    endpointChanged(id) {
+      endpoints.forget(id)
+    },
+  }
+
+  return {
+    async stop() {
+      ctx.webhooks = undefined
+      await unlisten?.().catch(() => {})
+      await fanout.stop()
+      await upkeep.stop()
+      await dispatch.stop()
+      await outcomes.flush()
+      await http.close()
+    },
+  }
+}
+
+/** One batch of the fan-out; returns the number of outbox rows it dispatched. */
+export async function fanOut(ctx: Pick<AppContext, 'sql'>, limit: number): Promise<number> {
+  return ctx.sql.begin(async (tx) => {
+    const rows = await q.lockOutboxBatch(tx, limit)
+    if (!rows.length) return 0
+    const tenants = [...new Set(rows.map((r) => r.tenant_id))]
+    const candidates = await q.selectActiveEndpoints(tx, tenants)
+    const createdAt = new Date()
+    const d = { tenant_id: [] as string[], endpoint_id: [] as string[], key_id: [] as string[], outbox_id: [] as string[], event: [] as string[], body: [] as string[] }
+    for (const row of rows) {
+      let body: string | undefined
+      for (const e of candidates) {
+        if (e.tenant_id !== row.tenant_id) continue
+        // A brand-scoped endpoint gets only its brand's events; tenant-wide events (no brand) go to all.
+        if (e.brand_id && row.brand_id && e.brand_id !== row.brand_id) continue
+        if (!e.events.includes(row.event) && !e.events.includes(ALL_EVENTS)) continue
+        body ??= deliveryBody(row.event, createdAt, { ...row.data, brand_id: row.data.brand_id ?? row.brand_id })
+        d.tenant_id.push(row.tenant_id)
+        d.endpoint_id.push(e.id)
+        d.key_id.push(e.key_id)
+        d.outbox_id.push(row.id)
+        d.event.push(row.event)
+        d.body.push(body)
+      }
+    }
+    if (d.body.length) await q.insertFanOut(tx, d, createdAt)
+    await q.markDispatched(tx, rows.map((r) => r.id))
+    return rows.length
+  })
+}
+
+/** Endpoints with their secrets opened, cached briefly per process. */
+function endpointCache(ctx: AppContext) {
+  const cache = new Map<string, { at: number; value: Promise<Endpoint | undefined> }>()
+  return {
+    get(id: string): Promise<Endpoint | undefined> {
+      const hit = cache.get(id)
+      if (hit && Date.now() - hit.at < ENDPOINT_CACHE_MS) return hit.value
+      const value = (async () => {
+        const [row] = await ctx.sql<q.EndpointRow[]>`select * from webhook_endpoints where id = ${id}`
+        if (!row) return undefined
+        const previousValid = row.previous_secret_sealed && row.previous_secret_until && row.previous_secret_until.getTime() > Date.now()
+        return {
+          id: row.id,
+          url: row.url,
+          active: row.active,
+          secret: ctx.secretBox.open(row.secret_sealed),
+          previousSecret: previousValid ? ctx.secretBox.open(row.previous_secret_sealed!) : null,
+          failing: row.failing_since !== null,
+        }
+      })()
+      value.catch(() => cache.delete(id))
+      cache.set(id, { at: Date.now(), value })
+      if (cache.size > 10_000) for (const [key, v] of cache) if (Date.now() - v.at > ENDPOINT_CACHE_MS) cache.delete(key)
+      return value
+    },
+    forget(id: string) {
+      cache.delete(id)
+    },
+  }
+}
+
+function cachingResolver(inner: Resolver): Resolver {
+  const cache = new Map<string, { at: number; value: ResolvedAddress[] }>()
+  return async (host) => {
+    const hit = cache.get(host)
+    if (hit && Date.now() - hit.at < DNS_CACHE_MS) return hit.value
+    const value = await inner(host)
+    if (cache.size > 10_000) cache.clear()
+    cache.set(host, { at: Date.now(), value })
+    return value
+  }
+}
+
+/**
+ * Attempt outcomes written in batches: under load one UPDATE records many attempts instead of one
+ * round trip each. A caller's promise resolves once its outcome is committed, so the work loop's lease
+ * rules hold unchanged.
+ */
+function outcomeBatcher(ctx: Pick<AppContext, 'sql' | 'log'>) {
+  let buffer: { outcome: q.Outcome; done: (err?: unknown) => void }[] = []
+  let flushing: Promise<void> | undefined
+  const MAX = 500
+  async function flush(): Promise<void> {
+    while (buffer.length) {
+      const batch = buffer.splice(0, MAX)
+      try {
+        if (batch.length === 1) await q.recordOutcome(ctx.sql, batch[0]!.outcome)
+        else await q.recordOutcomes(ctx.sql, batch.map((b) => b.outcome))
+        for (const b of batch) b.done()
+      } catch (err) {
+        for (const b of batch) b.done(err)
+      }
+    }
+  }
+  // While one batch is being written the next one collects; at most MAX per statement.
+  function schedule() {
+    if (flushing) return
+    flushing = (async () => {
+      await Promise.resolve()
+      await flush()
+    })().finally(() => {
+      flushing = undefined
+      if (buffer.length) schedule()
+    })
+  }
+  return {
+    record(outcome: q.Outcome): Promise<void> {
+      return new Promise<void>((resolve, reject) => {
+        buffer.push({ outcome, done: (err) => (err ? reject(err) : resolve()) })
+        schedule()
+      })
+    },
+    flush: async () => {
+      await flushing
+      await flush()
+    },
+  }
+}

@@ -1,0 +1,327 @@
+// Outbound webhooks end to end: the real server, a real receiver on 127.0.0.1 (WEBHOOK_ALLOW_PRIVATE),
+// signatures checked by third-party libraries, catalog events from their real causes.
+import { verify as verifyGithubStyle } from '@octokit/webhooks-methods'
+import { Webhook } from 'standardwebhooks'
+import t from 'tap'
+import * as q from '../../src/webhooks/queries.ts'
+import { startHarness, type TestTenant } from '../helpers/harness.ts'
+import { sleep, startReceiver, waitFor } from './helpers.ts'
+
+const TIMEOUT_MS = 600
+
+t.test('outbound webhooks', async (t) => {
+  const h = await startHarness(t, {
+    env: { WEBHOOK_ALLOW_PRIVATE: 'true', WEBHOOK_RETRY_DELAYS: '1,1,1,1', WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS), SEGMENT_RECOMPUTE_INTERVAL_MS: '300' },
+  })
+  const rx = await startReceiver(t)
+  let n = 0
+  const path = () => `/hook-${++n}`
+
+  async function endpoint(tenant: TestTenant, body: Record<string, unknown>) {
+    const res = await h.request('POST', '/webhooks', { key: tenant.key, body })
+    if (res.status !== 201) throw new Error(`create: ${res.status} ${res.text}`)
+    return res.body.data as { id: string; secret: string; brand_id: string | null; url: string }
+  }
+  const deliveries = async (tenant: TestTenant, id: string, query: Record<string, string | number> = {}) =>
+    (await h.request('GET', `/webhooks/${id}/deliveries`, { key: tenant.key, query })).body
+
+  t.test('create, get, list, PATCH, DELETE; secret once and sealed; scopes; tenant isolation', async (t) => {
+    const tenant = await h.createTenant()
+    const other = await h.createTenant()
+    const e = await endpoint(tenant, { url: rx.url(path()), events: ['player.created'] })
+    t.match(e.secret, /^whsec_[A-Za-z0-9+/]{43}=$/)
+    t.equal(Buffer.from(e.secret.slice(6), 'base64').length, 32)
+    t.equal(e.brand_id, null, 'no brand hint: tenant-wide')
+    const got = await h.request('GET', `/webhooks/${e.id}`, { key: tenant.key })
+    t.equal(got.status, 200)
+    t.notOk('secret' in got.body.data, 'the secret is shown once')
+    t.same(Object.keys(got.body.data).sort(), ['active', 'brand_id', 'created_at', 'events', 'id', 'updated_at', 'url'])
+    const [row] = await h.app.ctx.sql<{ secret_sealed: string }[]>`select secret_sealed from webhook_endpoints where id = ${e.id}`
+    t.notOk(row!.secret_sealed.includes(e.secret.slice(6, 20)), 'not stored in clear')
+    t.equal(h.app.ctx.secretBox.open(row!.secret_sealed), e.secret)
+    const list = await h.request('GET', '/webhooks', { key: tenant.key })
+    t.same(list.body.data.map((x: { id: string }) => x.id), [e.id])
+
+    const readKey = (await tenant.createKey({ scopes: ['read'] })).key
+    t.equal((await h.request('GET', `/webhooks/${e.id}`, { key: readKey })).status, 200)
+    t.equal((await h.request('POST', '/webhooks', { key: readKey, body: { url: rx.url(), events: ['player.created'] } })).body.code, 'FORBIDDEN')
+    t.equal((await h.request('PATCH', `/webhooks/${e.id}`, { key: readKey, body: { active: false } })).status, 403)
+    t.equal((await h.request('POST', `/webhooks/${e.id}/ping`, { key: readKey })).status, 403)
+
+    for (const [method, p] of [['GET', ''], ['PATCH', ''], ['DELETE', ''], ['GET', '/deliveries'], ['POST', '/ping']] as const) {
+      const res = await h.request(method, `/webhooks/${e.id}${p}`, { key: other.key, body: method === 'PATCH' ? { active: false } : undefined })
+      t.equal(res.status, 404, `${method} ${p} across tenants`)
+    }
+    t.same((await h.request('GET', '/webhooks', { key: other.key })).body.data, [])
+
+    const bad = await h.request('POST', '/webhooks', { key: tenant.key, body: { url: rx.url(), events: ['player.craeted'] } })
+    t.equal(bad.status, 400)
+    t.equal(bad.body.code, 'BAD_REQUEST')
+    t.equal((await h.request('POST', '/webhooks', { key: tenant.key, body: { url: rx.url(), events: [] } })).status, 400)
+    t.equal((await h.request('POST', '/webhooks', { key: tenant.key, body: { url: 'ftp://x', events: ['*'] } })).status, 400)
+
+    const patched = await h.request('PATCH', `/webhooks/${e.id}`, { key: tenant.key, body: { events: ['player.created', 'campaign.created'], active: false } })
+    t.same(patched.body.data.events, ['player.created', 'campaign.created'])
+    t.equal(patched.body.data.active, false)
+    t.notOk('secret' in patched.body.data)
+    t.same((await h.request('DELETE', `/webhooks/${e.id}`, { key: tenant.key })).body, { data: { id: e.id } })
+    t.equal((await h.request('GET', `/webhooks/${e.id}`, { key: tenant.key })).status, 404)
+  })
+
+  t.test('a delivery verifies with standardwebhooks and @octokit/webhooks-methods; ping body', async (t) => {
+    const tenant = await h.createTenant()
+    const p = path()
+    const e = await endpoint(tenant, { url: rx.url(p), events: ['player.created'] })
+    const created = await h.request('POST', '/players', { key: tenant.key, body: { external_id: 'sig-1' } })
+    const got = await waitFor('player.created', () => rx.at(p)[0])
+    t.equal(got.json.event, 'player.created')
+    t.same(got.json.data, { player_id: created.body.data.id, external_id: 'sig-1', brand_id: tenant.brand.id, source: 'api' })
+    t.ok(Date.parse(got.json.created_at) > Date.now() - 60_000)
+    t.ok(new Webhook(e.secret).verify(got.body, got.headers as Record<string, string>), 'standardwebhooks verifies')
+    t.ok(await verifyGithubStyle(e.secret, got.body, got.headers['x-respin-signature'] as string), 'X-Respin-Signature verifies')
+    t.equal(got.headers['content-type'], 'application/json')
+    t.throws(() => new Webhook(`whsec_${Buffer.alloc(32, 1).toString('base64')}`).verify(got.body, got.headers as Record<string, string>))
+    t.notOk(await verifyGithubStyle(e.secret, got.body.replace('sig-1', 'sig-2'), got.headers['x-respin-signature'] as string))
+
+    const ping = await h.request('POST', `/webhooks/${e.id}/ping`, { key: tenant.key })
+    t.equal(ping.status, 202)
+    t.equal(ping.body.data.event, 'webhook.ping')
+    t.equal(ping.body.data.status, 'pending')
+    const pinged = await waitFor('ping', () => rx.at(p).find((r) => r.json?.event === 'webhook.ping'))
+    t.same(pinged.json.data, { endpoint_id: e.id, brand_id: null })
+    t.equal(pinged.headers['webhook-id'], ping.body.data.id, 'webhook-id is the delivery id')
+    t.ok(new Webhook(e.secret).verify(pinged.body, pinged.headers as Record<string, string>))
+    const log = await waitFor('ping logged', async () => {
+      const d = (await deliveries(tenant, e.id, { event: 'webhook.ping' })).data[0]
+      return d?.status === 'successful' && d
+    })
+    t.equal(log.attempt_count, 1)
+    t.match(log.attempts[0], { n: 1, response_code: 200, error: null, response_body: 'ok' })
+    t.equal(log.next_attempt_at, null)
+  })
+
+  t.test('rotation: the old secret keeps signing (second signature) during the overlap', async (t) => {
+    const tenant = await h.createTenant()
+    const p = path()
+    const e = await endpoint(tenant, { url: rx.url(p), events: ['player.created'] })
+    const rotated = await h.request('PATCH', `/webhooks/${e.id}`, { key: tenant.key, body: { rotate_secret: true } })
+    const secret = rotated.body.data.secret as string
+    t.match(secret, /^whsec_/)
+    t.not(secret, e.secret)
+    await sleep(1100) // the dispatcher's endpoint cache
+    await h.request('POST', `/webhooks/${e.id}/ping`, { key: tenant.key })
+    const got = await waitFor('ping after rotation', () => rx.at(p)[0])
+    const sigs = (got.headers['webhook-signature'] as string).split(' ')
+    t.equal(sigs.length, 2, 'two v1 signatures')
+    t.ok(new Webhook(secret).verify(got.body, got.headers as Record<string, string>), 'new secret verifies')
+    t.ok(new Webhook(e.secret).verify(got.body, got.headers as Record<string, string>), 'old secret still verifies')
+    t.ok(await verifyGithubStyle(secret, got.body, got.headers['x-respin-signature'] as string), 'X-Respin-Signature carries the new one')
+    // After the overlap only the new secret signs.
+    await h.app.ctx.sql`update webhook_endpoints set previous_secret_until = now() - interval '1 second' where id = ${e.id}`
+    await sleep(1100)
+    await h.request('POST', `/webhooks/${e.id}/ping`, { key: tenant.key })
+    const later = await waitFor('ping after overlap', () => rx.at(p)[1])
+    t.equal((later.headers['webhook-signature'] as string).split(' ').length, 1)
+    t.throws(() => new Webhook(e.secret).verify(later.body, later.headers as Record<string, string>))
+  })
+
+  t.test('retries with the attempt log; 3xx and timeouts are failures; 5 attempts then failed; redeliver', async (t) => {
+    const tenant = await h.createTenant()
+    const flaky = path()
+    const redirect = path()
+    const slow = path()
+    let calls = 0
+    rx.on(flaky, (_r, res) => {
+      calls++
+      res.statusCode = calls <= 2 ? 503 : 200
+      res.end(calls <= 2 ? `busy ${'x'.repeat(3000)}` : 'fine')
+    })
+    rx.on(redirect, (_r, res) => {
+      res.writeHead(302, { location: rx.url('/never') })
+      res.end()
+    })
+    rx.on(slow, (_r, res) => setTimeout(() => res.end('late'), TIMEOUT_MS * 3))
+    const a = await endpoint(tenant, { url: rx.url(flaky), events: ['campaign.created'] })
+    const b = await endpoint(tenant, { url: rx.url(redirect), events: ['campaign.created'] })
+    const c = await endpoint(tenant, { url: rx.url(slow), events: ['campaign.created'] })
+    await h.request('POST', '/campaigns', { key: tenant.key, body: { name: 'c', type: 'one_shot', channels: ['email'] } })
+
+    const flakyLog = await waitFor('flaky delivered', async () => {
+      const d = (await deliveries(tenant, a.id)).data[0]
+      return d?.status === 'successful' && d
+    })
+    t.equal(flakyLog.attempt_count, 3)
+    t.same(flakyLog.attempts.map((x: { response_code: number }) => x.response_code), [503, 503, 200])
+    t.equal(flakyLog.attempts[0].error, 'HTTP 503')
+    t.equal(Buffer.byteLength(flakyLog.attempts[0].response_body), 1024, 'first 1 KB of the body')
+    const gaps = [1, 2].map((i) => Date.parse(flakyLog.attempts[i].at) - Date.parse(flakyLog.attempts[i - 1].at))
+    t.ok(gaps.every((g) => g >= 850 && g < 4000), `retried after ~1 s (${gaps})`)
+    t.equal(new Set(rx.at(flaky).map((r) => r.headers['webhook-id'])).size, 1, 'webhook-id stable across retries')
+
+    const failed = await waitFor('redirect failed', async () => {
+      const d = (await deliveries(tenant, b.id)).data[0]
+      return d?.status === 'failed' && d
+    }, 30_000)
+    t.equal(failed.attempt_count, 5)
+    t.ok(failed.attempts.every((x: { response_code: number; error: string }) => x.response_code === 302 && /redirect/.test(x.error)))
+    t.equal(rx.at('/never').length, 0, 'the redirect was not followed')
+    t.equal(rx.at(redirect).length, 5)
+
+    const timedOut = await waitFor('timeout logged', async () => {
+      const d = (await deliveries(tenant, c.id)).data[0]
+      return d?.attempt_count >= 1 && d
+    })
+    t.match(timedOut.attempts[0], { n: 1, response_code: null, error: `timeout after ${TIMEOUT_MS} ms` })
+    t.ok(timedOut.attempts[0].duration_ms >= TIMEOUT_MS - 50 && timedOut.attempts[0].duration_ms < TIMEOUT_MS + 1500)
+
+    // Redeliver: a new delivery with the identical body, created_at included.
+    const original = rx.at(flaky).at(-1)!
+    const res = await h.request('POST', `/webhooks/${a.id}/deliveries/${flakyLog.id}/redeliver`, { key: tenant.key })
+    t.equal(res.status, 202)
+    t.not(res.body.data.id, flakyLog.id)
+    t.equal(res.body.data.redelivery_of, flakyLog.id)
+    const again = await waitFor('redelivered', () => rx.at(flaky).find((r) => r.headers['webhook-id'] === res.body.data.id))
+    t.equal(again.body, original.body, 'identical body')
+    t.ok(new Webhook(a.secret).verify(again.body, again.headers as Record<string, string>))
+    t.equal((await h.request('POST', `/webhooks/${a.id}/deliveries/${c.id}/redeliver`, { key: tenant.key })).status, 404)
+  })
+
+  t.test('deliveries list: status and event filters, cursor', async (t) => {
+    const tenant = await h.createTenant()
+    const p = path()
+    const e = await endpoint(tenant, { url: rx.url(p), events: ['*'] })
+    for (let i = 0; i < 3; i++) await h.request('POST', `/webhooks/${e.id}/ping`, { key: tenant.key })
+    await h.request('POST', '/players', { key: tenant.key, body: { external_id: 'list-1' } })
+    await waitFor('4 delivered', async () => (await deliveries(tenant, e.id, { status: 'successful' })).data.length === 4)
+    const pings = await deliveries(tenant, e.id, { event: 'webhook.ping' })
+    t.equal(pings.data.length, 3)
+    t.equal((await deliveries(tenant, e.id, { event: 'player.created' })).data.length, 1)
+    t.equal((await deliveries(tenant, e.id, { status: 'failed' })).data.length, 0)
+    const seen: string[] = []
+    let cursor: string | undefined
+    do {
+      const page = await deliveries(tenant, e.id, { limit: 1, ...(cursor ? { cursor } : {}) })
+      seen.push(...page.data.map((d: { id: string }) => d.id))
+      cursor = page.next_cursor ?? undefined
+    } while (cursor)
+    t.equal(seen.length, 4)
+    t.equal(new Set(seen).size, 4)
+    const all = await deliveries(tenant, e.id)
+    t.same(seen, all.data.map((d: { id: string }) => d.id), 'newest first, same order through the cursor')
+    const bad = await h.request('GET', `/webhooks/${e.id}/deliveries`, { key: tenant.key, query: { cursor: 'nope' } })
+    t.equal(bad.status, 400)
+    t.equal((await h.request('GET', `/webhooks/${e.id}/deliveries`, { key: tenant.key, query: { limit: 101 } })).status, 400)
+    t.equal((await h.request('GET', `/webhooks/${e.id}/deliveries`, { key: tenant.key, query: { status: 'nope' } })).status, 400)
+  })
+
+  t.test('brand scope and subscription filter', async (t) => {
+    const tenant = await h.createTenant()
+    const second = await tenant.createBrand('second')
+    const [pWide, pMain, pSecond, pCampaigns] = [path(), path(), path(), path()]
+    const wide = await endpoint(tenant, { url: rx.url(pWide), events: ['player.created'] })
+    const main = await endpoint(tenant, { url: rx.url(pMain), events: ['player.created'], brand: tenant.brand.slug })
+    const bySecond = await endpoint(tenant, { url: rx.url(pSecond), events: ['player.created'], brand: second.id })
+    await endpoint(tenant, { url: rx.url(pCampaigns), events: ['campaign.created'] })
+    t.equal(wide.brand_id, null)
+    t.equal(main.brand_id, tenant.brand.id)
+    t.equal(bySecond.brand_id, second.id)
+    const pinned = (await tenant.createKey({ brand: second.id })).key
+    const viaPinned = await h.request('POST', '/webhooks', { key: pinned, body: { url: rx.url(pSecond), events: ['bonus.granted'] } })
+    t.equal(viaPinned.body.data.brand_id, second.id, 'a brand-pinned key creates endpoints of its brand')
+    t.same((await h.request('GET', '/webhooks', { key: pinned })).body.data.map((x: { id: string }) => x.id).sort(), [bySecond.id, viaPinned.body.data.id].sort())
+    t.equal((await h.request('GET', `/webhooks/${main.id}`, { key: pinned })).status, 404)
+
+    await h.request('POST', '/players', { key: tenant.key, body: { external_id: 'in-main' } })
+    await h.request('POST', '/players', { key: tenant.key, body: { external_id: 'in-second', brand: 'second' } })
+    await waitFor('wide gets both', () => rx.at(pWide).length === 2)
+    await waitFor('scoped get theirs', () => rx.at(pMain).length === 1 && rx.at(pSecond).length === 1)
+    await sleep(500)
+    t.equal(rx.at(pMain).length, 1)
+    t.equal(rx.at(pMain)[0]!.json.data.external_id, 'in-main')
+    t.equal(rx.at(pSecond).length, 1)
+    t.equal(rx.at(pSecond)[0]!.json.data.external_id, 'in-second')
+    t.equal(rx.at(pCampaigns).length, 0, 'not subscribed to player.created')
+  })
+
+  t.test('every catalog event fires from its real cause', async (t) => {
+    const tenant = await h.createTenant()
+    const p = path()
+    await endpoint(tenant, { url: rx.url(p), events: ['*'] })
+    const events = (name: string) => rx.at(p).filter((r) => r.json.event === name).map((r) => r.json.data)
+    const player = (await h.request('POST', '/players', { key: tenant.key, body: { external_id: 'api-1', email: 'a@example.com' } })).body.data
+    await h.request('PATCH', `/players/${player.id}`, { key: tenant.key, body: { status: 'self_excluded' } })
+    const ingest = await h.request('POST', '/events', {
+      key: tenant.key,
+      body: {
+        events: [
+          { player_id: 'ing-1', event_type: 'registration', event_id: `r-${Date.now()}`, payload: { email: 'i@example.com' } },
+          { player_id: 'ing-1', event_type: 'deposit', event_id: `d-${Date.now()}`, payload: { amount: 10, currency: 'EUR' } },
+          { player_id: 'ing-1', event_type: 'status_change', event_id: `s-${Date.now()}`, payload: { status: 'suspended', reason: 'kyc' } },
+        ],
+      },
+    })
+    t.equal(ingest.status, 200, ingest.text)
+    await h.request('POST', '/campaigns', { key: tenant.key, body: { name: 'welcome', type: 'one_shot', channels: ['email'] } })
+    await h.request('POST', '/segments', { key: tenant.key, body: { name: 'everyone', type: 'dynamic', rules: {} } })
+    await waitFor('all catalog events', () =>
+      ['player.created', 'player.updated', 'player.status_changed', 'player.converted', 'segment.recomputed', 'campaign.created'].every((e) => events(e).length > 0),
+      30_000,
+    )
+    t.same(events('player.created').map((d) => d.external_id).sort(), ['api-1', 'ing-1'], 'from the API and from ingestion')
+    t.match(events('player.updated')[0], { player_id: player.id, status: 'self_excluded', changed: ['status'] })
+    const statuses = events('player.status_changed')
+    t.ok(statuses.some((d) => d.player_id === player.id && d.status === 'self_excluded' && d.previous_status === 'active'), 'from PATCH')
+    t.ok(statuses.some((d) => d.external_id === 'ing-1' && d.status === 'suspended' && d.reason === 'kyc'), 'from a status_change event')
+    t.match(events('player.converted')[0], { external_id: 'ing-1', conversion: 'first_deposit', brand_id: tenant.brand.id })
+    t.match(events('segment.recomputed')[0], { player_count: 2, brand_id: tenant.brand.id })
+    t.match(events('campaign.created')[0], { name: 'welcome', brand_id: tenant.brand.id })
+    t.ok(rx.at(p).every((r) => typeof r.json.data.brand_id === 'string'), 'every data carries brand_id')
+  })
+
+  t.test('an endpoint failing for 5 days is deactivated; PATCH active resumes it', async (t) => {
+    const tenant = await h.createTenant()
+    const p = path()
+    rx.on(p, (_r, res) => {
+      res.statusCode = 500
+      res.end()
+    })
+    const e = await endpoint(tenant, { url: rx.url(p), events: ['campaign.created'] })
+    await h.app.ctx.sql`update webhook_endpoints set failing_since = now() - interval '5 days 1 minute' where id = ${e.id}`
+    await h.request('POST', `/webhooks/${e.id}/ping`, { key: tenant.key })
+    await waitFor('deactivated', async () => (await h.request('GET', `/webhooks/${e.id}`, { key: tenant.key })).body.data.active === false)
+    // No new deliveries while inactive.
+    await h.request('POST', '/campaigns', { key: tenant.key, body: { name: 'x', type: 'one_shot', channels: ['email'] } })
+    await sleep(800)
+    t.equal((await deliveries(tenant, e.id, { event: 'campaign.created' })).data.length, 0)
+    const attemptsBefore = rx.at(p).length
+    await sleep(1500)
+    t.equal(rx.at(p).length, attemptsBefore, 'its pending delivery waits')
+    rx.on(p, (_r, res) => res.end('back'))
+    const resumed = await h.request('PATCH', `/webhooks/${e.id}`, { key: tenant.key, body: { active: true } })
+    t.equal(resumed.body.data.active, true)
+    const ok = await waitFor('pending ping delivered after resume', async () => (await deliveries(tenant, e.id, { status: 'successful' })).data[0])
+    t.equal(ok.event, 'webhook.ping')
+    const [row] = await h.app.ctx.sql<{ failing_since: Date | null }[]>`select failing_since from webhook_endpoints where id = ${e.id}`
+    t.equal(row!.failing_since, null)
+  })
+
+  t.test('retention prunes completed deliveries and dispatched outbox rows', async (t) => {
+    const tenant = await h.createTenant()
+    const p = path()
+    const e = await endpoint(tenant, { url: rx.url(p), events: ['player.created'] })
+    await h.request('POST', '/players', { key: tenant.key, body: { external_id: 'old-1' } })
+    await waitFor('delivered', async () => (await deliveries(tenant, e.id, { status: 'successful' })).data.length === 1)
+    const sql = h.app.ctx.sql
+    await sql`update webhook_deliveries set completed_at = now() - interval '31 days' where endpoint_id = ${e.id}`
+    await sql`update outbox set dispatched_at = now() - interval '31 days' where tenant_id = ${tenant.id}`
+    const kept = await h.request('POST', '/players', { key: tenant.key, body: { external_id: 'new-1' } })
+    await waitFor('delivered', async () => (await deliveries(tenant, e.id, { status: 'successful' })).data.length === 2)
+    const pruned = await q.prune(sql, 30, 100_000)
+    t.ok(pruned.deliveries >= 1 && pruned.outbox >= 1, JSON.stringify(pruned))
+    const left = (await deliveries(tenant, e.id)).data
+    t.equal(left.length, 1)
+    const outbox = (await sql<{ outbox: number }[]>`select count(*)::int as outbox from outbox where tenant_id = ${tenant.id}`)[0]!.outbox
+    t.equal(outbox, 1, `the recent outbox row stays (${kept.body.data.id})`)
+  })
+})
+
