@@ -1,10 +1,10 @@
 // The canonical event types of the contract and the fields each one carries. Without a mapping, these
 // fields are read from `payload` by their own names.
 export const CANONICAL_FIELDS = {
-  registration: ['country', 'language', 'currency', 'device', 'os', 'browser', 'platform', 'email', 'phone', 'name'],
+  registration: ['country', 'language', 'currency', 'device', 'os', 'browser', 'platform', 'email', 'phone', 'name', 'timezone'],
   login: ['country', 'device', 'os', 'browser', 'platform'],
   logout: ['country', 'device', 'os', 'browser', 'platform'],
-  profile_update: ['country', 'language', 'currency', 'email', 'phone', 'name'],
+  profile_update: ['country', 'language', 'currency', 'email', 'phone', 'name', 'timezone'],
   consent_update: ['channel', 'granted'],
   deposit: ['amount', 'currency', 'method'],
   deposit_failed: ['amount', 'currency', 'method'],

@@ -142,3 +142,66 @@ export class RowBinaryWriter {
     return this.at * 2 < this.buf.length ? Uint8Array.prototype.slice.call(rows) : rows
   }
 }
+
+/** Rows that do not parse as EVENT_COLUMNS: refused for their bytes, like ClickHouse's data errors. */
+export class MalformedRows extends Error {
+  readonly dataRefusal = true
+}
+
+/** Byte offset of `seq` in a row, after the fixed and variable columns before it; see setSeqs(). */
+const SEQ_INDEX = EVENT_COLUMNS.findIndex(([name]) => name === 'seq')
+
+/**
+ * Numbers RowBinary rows (EVENT_COLUMNS) in place: row i gets seq = first + i. The spool assigns the
+ * export order when it moves rows to ClickHouse (docs/analytics.md, "Insertion order"), after the worker
+ * encoded them, so this walks each row (LEB128 string lengths, fixed widths) to reach its seq. Returns
+ * the number of rows.
+ */
+export function setSeqs(rows: Uint8Array, first: number): number {
+  const buf = Buffer.from(rows.buffer, rows.byteOffset, rows.byteLength)
+  let at = 0
+  let n = 0
+  while (at < buf.length) {
+    for (let c = 0; c < EVENT_COLUMNS.length; c++) {
+      const type = (EVENT_COLUMNS[c] as readonly [string, string])[1]
+      if (at > buf.length) throw new MalformedRows('setSeqs: a row runs past the end of the rows')
+      if (c === SEQ_INDEX) {
+        if (at + 8 > buf.length) throw new MalformedRows('setSeqs: a row runs past the end of the rows')
+        const v = first + n
+        buf.writeUInt32LE(v % TWO_32, at)
+        buf.writeUInt32LE(Math.floor(v / TWO_32), at + 4)
+        at += 8
+        continue
+      }
+      switch (type) {
+        case 'UUID':
+        case 'Decimal(38, 8)':
+          at += 16
+          break
+        case "DateTime64(3, 'UTC')":
+        case 'UInt64':
+          at += 8
+          break
+        case 'Nullable(UInt8)':
+          at += buf[at] === 1 ? 1 : 2
+          break
+        default: {
+          // String, LowCardinality(String): LEB128 length, then the bytes.
+          let len = 0
+          let shift = 0
+          for (;;) {
+            if (at >= buf.length || shift > 28) throw new MalformedRows('setSeqs: a string length runs past the rows')
+            const b = buf[at++] as number
+            len += (b & 0x7f) * 2 ** shift
+            if (b < 0x80) break
+            shift += 7
+          }
+          at += len
+        }
+      }
+    }
+    n++
+  }
+  if (at !== buf.length) throw new MalformedRows('setSeqs: the rows do not end on a row boundary')
+  return n
+}

@@ -3,6 +3,7 @@
 // the front end (to count) and by the ingest worker (to derive fields); the cache lives in mapping-cache.ts.
 import type { EventMapping, MappingRule } from '../admin/schemas.ts'
 import { CANONICAL_FIELDS, isCanonicalType } from './canonical.ts'
+import { compileGlob } from './glob.ts'
 
 /** A brand's mapping as the admin API stores it (its TypeBox schema is in admin/schemas.ts). */
 export type MappingConfig = EventMapping
@@ -23,19 +24,15 @@ export interface CompiledMapping {
   resolve(eventType: string): Resolution
 }
 
-const escapeRe = (s: string) => s.replace(/[.+?^${}()|[\]\\]/g, '\\$&')
-
 export function compileMapping(config: MappingConfig): CompiledMapping {
-  const matchers = config.rules.map((rule) =>
-    rule.match.includes('*') ? new RegExp(`^${rule.match.split('*').map(escapeRe).join('.*')}$`, 's') : rule.match,
-  )
+  const matchers = config.rules.map((rule) => (rule.match.includes('*') ? compileGlob(rule.match) : rule.match))
   const defaultAction = config.default_action ?? 'accept'
   // Event types repeat endlessly; remember each answer (bounded, the mapping is replaced on change anyway).
   const memo = new Map<string, Resolution>()
   const compute = (eventType: string): Resolution => {
     for (let i = 0; i < matchers.length; i++) {
-      const m = matchers[i] as string | RegExp
-      if (typeof m === 'string' ? m === eventType : m.test(eventType)) {
+      const m = matchers[i] as string | ((text: string) => boolean)
+      if (typeof m === 'string' ? m === eventType : m(eventType)) {
         const rule = config.rules[i] as MappingRule
         const action = rule.action ?? 'map'
         if (action === 'ignore') return { action: 'ignore', type: eventType, rule: i, unknown: false }

@@ -18,6 +18,7 @@
 // written again tenant by tenant, so that one tenant's bad data fails only that tenant's requests.
 import { pipelinedTransaction, type Sql } from '../db/postgres.ts'
 import { AppError } from '../errors.ts'
+import type { EventStream } from '../engine/event-stream.ts'
 import type { Logger } from '../lib/log.ts'
 import type { IngestPool } from '../workers/pool.ts'
 import type { Dedupe, DedupeEntry } from './dedupe.ts'
@@ -96,8 +97,12 @@ export function createPipeline(deps: {
   profiles?: ReturnType<typeof createProfileWriter>
   /** Where the events go in the profiles' transaction, and from there into ClickHouse. */
   spool: Spool
+  /** The engines' event stream: rows for interesting events commit in the same transaction. */
+  stream?: EventStream
+  /** Told the size of every group written (src/lib/metrics.ts). */
+  onGroupWritten?: (events: number, requests: number) => void
 }): Pipeline {
-  const { sql, dedupe, pool, log, options, spool } = deps
+  const { sql, dedupe, pool, log, options, spool, stream } = deps
   const maxGroupsInFlight = options.maxGroupsInFlight ?? 2
   const groupTargetEvents = options.groupTargetEvents ?? 500
   const ackAfterClickHouse = options.ackAfter === 'clickhouse'
@@ -291,6 +296,7 @@ export function createPipeline(deps: {
         }
         mappingKeys.push(key)
       })
+      const streamInterest = stream ? await stream.interestFor(items.map((it) => it.brandId)) : undefined
       const t1 = performance.now()
       const result = await pool.run({
         kind: 'transform',
@@ -303,6 +309,7 @@ export function createPipeline(deps: {
         keep,
         mappings,
         seqBase: nextSeq(toStore),
+        ...(streamInterest ? { streamInterest } : {}),
       })
       const t2 = performance.now()
       // 3. One transaction: players, profiles, outbox and the group's events in the spool, so events and
@@ -313,7 +320,12 @@ export function createPipeline(deps: {
       let batch: string | undefined
       await withRetries(log, () =>
         pipelinedTransaction(sql, async (tx) => {
-          const [, b] = await Promise.all([profiles.write(tx, result.players, result.statuses), spool.append(tx, spoolRows, result.rowCount, encoding, ackAfterClickHouse)])
+          // Statements go out in call order: the stream rows find the players the profile writer upserted.
+          const [, b] = await Promise.all([
+            profiles.write(tx, result.players, result.statuses),
+            spool.append(tx, spoolRows, result.rowCount, encoding, ackAfterClickHouse),
+            stream && result.stream.consumers.length ? stream.append(tx, result.stream) : undefined,
+          ])
           batch = b
         }).catch((err: unknown) => {
           // A transaction that did not commit may have missed players the writer believed in, or created some.
@@ -322,6 +334,8 @@ export function createPipeline(deps: {
         }),
       )
       durable = true
+      if (stream && result.stream.consumers.length) stream.wake()
+      deps.onGroupWritten?.(toStore, items.length)
       const t3 = performance.now()
       // 4. INGEST_ACK_AFTER=clickhouse: the events go to ClickHouse before the answer. If that fails they
       // are accepted all the same (the spool's flusher inserts them later): the answer says so.

@@ -73,12 +73,12 @@ export function updateProfiles(tx: Tx, knownIds: (string | null)[], p: PlayerCol
              to_timestamp(last_deposit_ms / 1000) as last_deposit_at
       from unnest(
         ${knownIds}::uuid[], ${p.brand_id}::uuid[], ${p.external_id}::text[], ${p.language}::text[], ${p.currency}::text[],
-        ${p.country}::text[], ${p.name}::text[], ${p.device}::text[], ${p.os}::text[], ${p.browser}::text[],
+        ${p.country}::text[], ${p.name}::text[], ${p.timezone}::text[], ${p.device}::text[], ${p.os}::text[], ${p.browser}::text[],
         ${p.platform}::text[], ${p.first_seen}::float8[], ${p.last_seen}::float8[],
         ${p.last_login}::float8[], ${p.event_count}::int[], ${p.money}::text[], ${p.consent}::text[],
         ${p.first_deposit_at}::float8[], ${p.first_deposit_amount}::numeric[], ${p.first_deposit_currency}::text[],
         ${p.last_deposit_at}::float8[]
-      ) as t(known_id, brand_id, external_id, language, currency, country, name, device, os, browser, platform, first_seen_ms,
+      ) as t(known_id, brand_id, external_id, language, currency, country, name, timezone, device, os, browser, platform, first_seen_ms,
              last_seen_ms, last_login_ms, event_count, money_text, consent_text, first_deposit_ms, first_deposit_amount,
              first_deposit_currency, last_deposit_ms)
     ), d as materialized (
@@ -96,6 +96,7 @@ export function updateProfiles(tx: Tx, knownIds: (string | null)[], p: PlayerCol
         currency = coalesce(d.currency, p.currency),
         country = coalesce(d.country, p.country),
         name = coalesce(d.name, p.name),
+        timezone = coalesce(d.timezone, p.timezone),
         device = coalesce(d.device, p.device),
         os = coalesce(d.os, p.os),
         browser = coalesce(d.browser, p.browser),

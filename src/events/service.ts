@@ -35,9 +35,22 @@ export async function startIngestService(ctx: AppContext) {
   const engine: IngestEngine = {
     limiter: createRateLimiter({ limitPerMin: ctx.config.rateLimitIngestPerMin, redis: ctx.redis, log: ctx.log }),
     mappings: createMappingCache({ sql: ctx.sql, bus: ctx.bus }),
-    pipeline: createPipeline({ sql: ctx.sql, dedupe, pool, log: ctx.log, spool, options: { ...DEFAULT_PIPELINE_OPTIONS, ackAfter: ctx.config.ingestAckAfter } satisfies PipelineOptions }),
+    pipeline: createPipeline({
+      sql: ctx.sql, dedupe, pool, log: ctx.log, spool, stream: ctx.stream,
+      options: { ...DEFAULT_PIPELINE_OPTIONS, ackAfter: ctx.config.ingestAckAfter } satisfies PipelineOptions,
+      onGroupWritten: ctx.metrics && ((events, requests) => ctx.metrics?.ingestGroup(events, requests)),
+    }),
     spool,
   }
+  // The spool is the ingestion's queue: its depth in events and the age of its oldest row (how far
+  // ClickHouse is behind PostgreSQL: the flush lag), across every process writing to this ClickHouse.
+  ctx.metrics?.registerQueue('ingest_spool', async () => {
+    const [row] = await ctx.sql<{ depth: number; age: number }[]>`
+      select coalesce(sum(row_count), 0)::float8 as depth,
+             coalesce(extract(epoch from now() - min(created_at)), 0)::float8 as age
+      from event_spool where sink = ${ctx.ch.sinkId}`
+    return { depth: Number(row?.depth ?? 0), oldestAgeSeconds: Math.max(0, Number(row?.age ?? 0)) }
+  })
   ctx.ingest = engine
   return {
     async stop() {
@@ -82,6 +95,7 @@ export async function ingestEvents(
   }
   const item: IngestItem = { brandId: input.brandId, mapping: mapping.config, raw: input.raw, eventIds, keep, receivedAt, deduped: 0, stored: 0 }
   if (item.keep.some((k) => k === 1)) await engine.pipeline.submit(input.tenantId, item)
+  ctx.metrics?.ingestEvents({ stored: item.stored, deduped: item.deduped, rejected, ignored })
   const unknown = new Set<string>()
   for (const i of unknownAt) if (item.keep[i] === 1) unknown.add((input.events[i] as IncomingEvent).event_type)
   return {

@@ -17,6 +17,11 @@
 // A batch ClickHouse refuses as malformed data (deterministic: no retry helps, and nothing of it was
 // stored) is split into its groups, each inserted under a batch of its own; a group refused on its own is
 // set aside (quarantined_at, sql/0018) so that every flush after it still moves the rest.
+//
+// Export order: right before a row's events go to ClickHouse they get their `seq` from a counter per
+// ClickHouse (export_seq, sql/0060), kept in the row (seq_base) until the insert returned and the row is
+// deleted. exportWatermark() turns that into the bound below which no event can still appear
+// (docs/analytics.md, "Insertion order").
 import { randomUUID } from 'node:crypto'
 import { promisify } from 'node:util'
 import { inflateRaw as inflateRawCb } from 'node:zlib'
@@ -24,7 +29,7 @@ import type { ReservedSql, TransactionSql } from 'postgres'
 import { type ClickHouse, isDataRefusal } from '../db/clickhouse.ts'
 import type { Sql } from '../db/postgres.ts'
 import type { Logger } from '../lib/log.ts'
-import { EVENT_COLUMNS } from './event-rows.ts'
+import { EVENT_COLUMNS, setSeqs } from './event-rows.ts'
 
 /** How a spool row's bytes hold its events: RowBinary, or RowBinary raw-deflated (sql/0017). */
 export type SpoolEncoding = 'rowbinary' | 'rowbinary-deflate'
@@ -88,12 +93,48 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
   let movedSinceVacuum = 0
   let lastVacuum = Date.now()
 
+  // The export counter starts above every seq already in this ClickHouse (events stored before it existed).
+  let counterReady: Promise<void> | undefined
+  function ensureCounter(): Promise<void> {
+    counterReady ??= (async () => {
+      const [row] = await ch.query<{ next: string }>('SELECT toString(max(seq) + 1) AS next FROM events')
+      await sql`insert into export_seq (sink, next) values (${sink}, ${Math.max(1, Number(row?.next ?? 1))}) on conflict (sink) do nothing`
+    })()
+    counterReady.catch(() => (counterReady = undefined))
+    return counterReady
+  }
+
+  /**
+   * Gives the batch's rows that have none their seq numbers: consecutive, in spool order, from the sink's
+   * counter, committed before the insert (a redo reuses them, so its token-dropped repeat changes nothing).
+   */
+  async function assignSeqs(batch: string): Promise<void> {
+    await ensureCounter()
+    await sql`
+      with todo as (
+        select id, row_count from event_spool
+        where batch = ${batch} and seq_base is null and quarantined_at is null
+        order by id for update
+      ),
+      total as (select coalesce(sum(row_count), 0)::bigint as n from todo),
+      counter as (
+        update export_seq set next = next + (select n from total)
+        where sink = ${sink} and (select n from total) > 0
+        returning next - (select n from total) as base
+      ),
+      offsets as (select id, sum(row_count) over (order by id) - row_count as before from todo)
+      update event_spool s set seq_base = counter.base + offsets.before
+      from counter, offsets where s.id = offsets.id`
+  }
+
   async function insertBatch(batch: string): Promise<number> {
-    const parts = await sql<{ rows: Buffer; row_count: number; encoding: SpoolEncoding }[]>`
-      select rows, row_count, encoding from event_spool where batch = ${batch} order by id`
+    await assignSeqs(batch)
+    const parts = await sql<{ rows: Buffer; row_count: number; encoding: SpoolEncoding; seq_base: string }[]>`
+      select rows, row_count, encoding, seq_base from event_spool where batch = ${batch} order by id`
     if (!parts.length) return 0
     // Inflated on libuv's thread pool, off the main thread.
     const rows = await Promise.all(parts.map((p) => (p.encoding === 'rowbinary-deflate' ? inflateRaw(p.rows) : p.rows)))
+    rows.forEach((r, i) => setSeqs(r, Number((parts[i] as { seq_base: string }).seq_base)))
     const payload = rows.length === 1 ? (rows[0] as Buffer) : Buffer.concat(rows)
     await ch.insertRowBinary('events', EVENT_COLUMNS, payload, { dedupeToken: `respin-spool-${batch}` })
     await sql`delete from event_spool where batch = ${batch}`
@@ -107,11 +148,15 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
   // every few seconds: skip_locked, so that concurrent flushers do not queue up, and without truncation,
   // which would take an exclusive lock that stalls appends (freed space is reused instead; VACUUM FULL
   // returns it after a large backlog).
+  let vacuuming = false
   async function vacuum(): Promise<void> {
-    if (movedSinceVacuum === 0 || Date.now() - lastVacuum < vacuumEveryMs) return
+    if (vacuuming || movedSinceVacuum === 0 || Date.now() - lastVacuum < vacuumEveryMs) return
+    vacuuming = true
     movedSinceVacuum = 0
     lastVacuum = Date.now()
-    await sql`vacuum (skip_locked, truncate false) event_spool`.catch((err: unknown) => log.warn({ err }, 'ingest spool: vacuum failed'))
+    await sql`vacuum (skip_locked, truncate false) event_spool`
+      .catch((err: unknown) => log.warn({ err }, 'ingest spool: vacuum failed'))
+      .finally(() => (vacuuming = false))
   }
 
   /**
@@ -130,7 +175,7 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
         returning batch`
       if (!groups.length) {
         const [row] = await sql<{ n: number }[]>`
-          update event_spool set quarantined_at = now(), error = ${(err as Error).message.slice(0, 2000)}
+          update event_spool set quarantined_at = now(), error = ${(err as Error).message.slice(0, 2000)}, seq_base = null
           where batch = ${batch} returning row_count as n`
         // No row: another process's flush split or set it aside meanwhile.
         if (row) log.error({ err, batch, events: row.n }, 'ingest spool: ClickHouse refuses this group of events as malformed; set aside in event_spool (quarantined_at), later flushes go on without it')
@@ -243,6 +288,13 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
       return row?.batch
     },
     async insertNow(batch, rows, rowCount) {
+      await assignSeqs(batch)
+      const [row] = await sql<{ seq_base: string }[]>`select seq_base from event_spool where batch = ${batch}`
+      if (!row) {
+        backlogEvents -= rowCount // a flusher redid and deleted it meanwhile
+        return
+      }
+      setSeqs(rows, Number(row.seq_base))
       await ch.insertRowBinary('events', EVENT_COLUMNS, rows, { dedupeToken: `respin-spool-${batch}` })
       backlogEvents -= rowCount
       toDelete.push(batch)
@@ -257,7 +309,12 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
         if (stopped) return // a flush that was running when stop() came in
         timer = setTimeout(() => {
           enqueue('all', true).then(
-            () => vacuum().then(tick),
+            // The vacuum runs beside the next flushes, not before them: on a large spool it can take
+            // seconds, and acknowledged events must reach analytics and exports within 2 s.
+            () => {
+              void vacuum()
+              tick()
+            },
             (err: unknown) => {
               log.error({ err, backlog: backlogEvents }, 'ingest spool: flush to ClickHouse failed; events stay spooled, retrying')
               tick()
@@ -278,4 +335,20 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
       })
     },
   }
+}
+
+/**
+ * The export watermark of a ClickHouse (sink): every event with a smaller seq is in ClickHouse already or
+ * will never be there. Rows get their seq in a committed claim before their insert and leave the spool
+ * only after it returned, so the smallest seq_base still spooled (set-aside rows excluded: ClickHouse
+ * stored nothing of them, and they get a new seq if put back) bounds what may still appear; without one,
+ * the counter does. One statement, one snapshot. Read it BEFORE querying ClickHouse.
+ */
+export async function exportWatermark(sql: Sql, sink: string): Promise<number> {
+  const [row] = await sql<{ w: string | null }[]>`
+    select least(
+      (select next from export_seq where sink = ${sink}),
+      (select min(seq_base) from event_spool where sink = ${sink} and seq_base is not null and quarantined_at is null)
+    )::text as w`
+  return row?.w ? Number(row.w) : 0
 }

@@ -2,7 +2,9 @@
 // canonical fields, encode ClickHouse rows (RowBinary, see event-rows.ts) and fold each player's events
 // into one profile delta. Pure: no I/O, so it is unit-testable and runs the same on any thread.
 import Type, { type Static } from 'typebox'
+import { emptyStreamColumns, type StreamColumns } from '../engine/event-stream.ts'
 import { RowBinaryWriter } from './event-rows.ts'
+import { isTimeZone } from '../lib/zoned-time.ts'
 import { deriveFields, type MappingConfig, compileMapping, type CompiledMapping } from './mapping.ts'
 
 /**
@@ -26,6 +28,11 @@ export const TransformTask = Type.Object({
   mappings: Type.Record(Type.String(), Type.Unsafe<MappingConfig>({ type: 'object' })),
   /** First export sequence number of the group; rows take seqBase, seqBase + 1, ... */
   seqBase: Type.Number(),
+  /**
+   * The event stream's pre-test (src/engine/event-stream.ts): per brand, stored type (or '*') → the
+   * consumers interested, comma-separated. Absent when no consumer wants anything.
+   */
+  streamInterest: Type.Optional(Type.Record(Type.String(), Type.Record(Type.String(), Type.String()))),
 })
 export type TransformTask = Static<typeof TransformTask>
 
@@ -40,6 +47,8 @@ export interface PlayerColumns {
   currency: (string | null)[]
   country: (string | null)[]
   name: (string | null)[]
+  /** IANA zone name (canonical `timezone`), checked with Intl. */
+  timezone: (string | null)[]
   device: (string | null)[]
   os: (string | null)[]
   browser: (string | null)[]
@@ -71,6 +80,8 @@ export interface TransformResult {
   rowCount: number
   players: PlayerColumns
   statuses: StatusColumns
+  /** The group's events some stream consumer is interested in (empty without streamInterest). */
+  stream: StreamColumns
 }
 
 const CONSENT_CHANNELS = new Set(['email', 'telegram', 'push', 'in_app', 'sms'])
@@ -98,6 +109,7 @@ interface PlayerAcc {
   currency: string | null
   country: string | null
   name: string | null
+  timezone: string | null
   device: string | null
   os: string | null
   browser: string | null
@@ -157,6 +169,7 @@ export function transformGroup(task: TransformTask): TransformResult {
   let rowCount = 0
   let seq = task.seqBase
   let eventIndex = 0
+  const stream = emptyStreamColumns()
 
   for (let r = 0; r < task.brandIds.length; r++) {
     const tenantId = task.tenantIds[r] as string
@@ -166,6 +179,7 @@ export function transformGroup(task: TransformTask): TransformResult {
     const body = JSON.parse(text) as { events?: Record<string, unknown>[] } & Record<string, unknown>
     const events = Array.isArray(body.events) ? body.events : [body]
     const mapping = mappingOf(task.mappingKeys[r] as string)
+    const interest = task.streamInterest?.[brandId]
     for (const event of events) {
       if (task.keep[eventIndex++] !== 1) continue
       const sourceType = event.event_type as string
@@ -211,12 +225,34 @@ export function transformGroup(task: TransformTask): TransformResult {
       rows.string(JSON.stringify(event))
       rowCount++
 
+      // The event stream's cheap test: one lookup unless some consumer's rule could match this type.
+      const consumers = interest && (interest[type] ?? interest['*'])
+      if (consumers) {
+        const fields: Record<string, unknown> = { ...f }
+        if (f.amount !== undefined) {
+          if (Number.isNaN(amountMicros)) delete fields.amount
+          else fields.amount = microsToDecimal(amountMicros)
+        }
+        if (f.currency !== undefined) fields.currency = currency || f.currency
+        stream.consumers.push(consumers)
+        stream.tenant_id.push(tenantId)
+        stream.brand_id.push(brandId)
+        stream.external_id.push(externalId)
+        stream.event_id.push((event.event_id as string | undefined) ?? null)
+        stream.event_type.push(type)
+        stream.source_type.push(sourceType)
+        stream.event_time.push(atMs)
+        stream.received_at.push(receivedAt)
+        stream.fields.push(JSON.stringify(fields))
+        stream.payload.push(event.payload === undefined ? null : JSON.stringify(event.payload))
+      }
+
       // Fold the event into its player's delta (brand ids are unique across tenants).
       const key = `${brandId}\u0000${externalId}`
       let p = players.get(key)
       if (!p) {
         p = {
-          tenantId, brandId, externalId, email: null, phone: null, language: null, currency: null, country: null, name: null,
+          tenantId, brandId, externalId, email: null, phone: null, language: null, currency: null, country: null, name: null, timezone: null,
           device: null, os: null, browser: null, platform: null, firstSeen: atMs, lastSeen: atMs, lastLogin: null,
           eventCount: 0, money: null, consent: null, firstDepositAt: null, firstDepositAmount: null,
           firstDepositCurrency: null, lastDepositAt: null,
@@ -235,6 +271,8 @@ export function transformGroup(task: TransformTask): TransformResult {
           if (typeof f.language === 'string' && LANG_RE.test(f.language)) p.language = f.language
           if (currency) p.currency = currency
           if (f.country !== undefined) p.country = str(f.country, 64)
+          // An unknown zone is ignored (kept in the raw event), like a malformed language.
+          if (f.timezone !== undefined && isTimeZone(f.timezone)) p.timezone = f.timezone
           if (type === 'registration') setDevice(p, f)
           break
         case 'login':
@@ -281,7 +319,7 @@ export function transformGroup(task: TransformTask): TransformResult {
   }
 
   const cols: PlayerColumns = {
-    tenant_id: [], brand_id: [], external_id: [], email: [], phone: [], language: [], currency: [], country: [], name: [], device: [],
+    tenant_id: [], brand_id: [], external_id: [], email: [], phone: [], language: [], currency: [], country: [], name: [], timezone: [], device: [],
     os: [], browser: [], platform: [], first_seen: [], last_seen: [], last_login: [], event_count: [], money: [],
     consent: [], first_deposit_at: [], first_deposit_amount: [], first_deposit_currency: [], last_deposit_at: [],
   }
@@ -295,6 +333,7 @@ export function transformGroup(task: TransformTask): TransformResult {
     cols.currency.push(p.currency)
     cols.country.push(p.country)
     cols.name.push(p.name)
+    cols.timezone.push(p.timezone)
     cols.device.push(p.device)
     cols.os.push(p.os)
     cols.browser.push(p.browser)
@@ -317,7 +356,7 @@ export function transformGroup(task: TransformTask): TransformResult {
     st.status.push(s.status)
     st.reason.push(s.reason)
   }
-  return { rows: rows.finish(), rowCount, players: cols, statuses: st }
+  return { rows: rows.finish(), rowCount, players: cols, statuses: st, stream }
 }
 
 function setDevice(p: PlayerAcc, f: Record<string, unknown>): void {

@@ -1,0 +1,89 @@
+// ClickHouse reads of the analytics routes (docs/analytics.md says which rollup serves which figure).
+// Every query is bound to one (tenant, brand) by {tenant:UUID} {brand:UUID}; user values are parameters.
+import type { ClickHouse, Params } from '../db/clickhouse.ts'
+
+export const SCOPE = 'tenant_id = {tenant:UUID} AND brand_id = {brand:UUID}'
+/** Decimals as JSON strings (inside maps too), so money reaches money.ts exactly. */
+const SETTINGS = ' SETTINGS output_format_json_quote_decimals = 1'
+
+export const MONEY_TYPES = ['deposit', 'withdrawal', 'bet', 'win', 'bet_rollback', 'win_rollback', 'bonus_granted', 'bonus_completed', 'bonus_forfeited'] as const
+export const GAME_TYPES = ['bet', 'win', 'bet_rollback', 'win_rollback', 'game_start'] as const
+const list = (xs: readonly string[]) => xs.map((x) => `'${x}'`).join(', ')
+export const MONEY_TYPES_SQL = list(MONEY_TYPES)
+export const GAME_TYPES_SQL = list(GAME_TYPES)
+
+const BUCKET_MS = 15 * 60_000
+/** The instant as a ClickHouse DateTime64 expression of a parameter. */
+export const at = (name: string) => `fromUnixTimestamp64Milli({${name}:Int64}, 'UTC')`
+/** One row's GGR contribution (contract.md: GGR = (bets − bet rollbacks) − (wins − win rollbacks)). */
+export const GGR_PART = `multiIf(event_type = 'bet', amount, event_type = 'win', -amount, event_type = 'bet_rollback', -amount, event_type = 'win_rollback', amount, toDecimal128(0, 8))`
+
+export interface Scope {
+  tenantId: string
+  brandId: string
+}
+
+export async function chQuery<T>(ch: ClickHouse, sql: string, scope: Scope, params: Params = {}): Promise<T[]> {
+  return ch.query<T>(sql + SETTINGS, { tenant: scope.tenantId, brand: scope.brandId, ...params })
+}
+
+/**
+ * Rows of rollup_buckets (bucket, event_type, currency, events, amount) since `from`: whole 15-minute
+ * buckets from the rollup, and the part of `from`'s bucket after `from` from `events` itself, so a
+ * `from` at any millisecond is exact. Adds its parameters to `params`.
+ */
+export function bucketRows(from: number | undefined, params: Params): string {
+  const rollup = `SELECT bucket, event_type, currency, events, amount FROM rollup_buckets WHERE ${SCOPE}`
+  if (from === undefined) return rollup
+  params.from = from
+  params.from_ceil = Math.ceil(from / BUCKET_MS) * BUCKET_MS
+  return `${rollup} AND bucket >= ${at('from_ceil')}
+    UNION ALL
+    SELECT toDateTime(toStartOfFifteenMinutes(event_time), 'UTC') AS bucket, event_type, currency, count() AS events, sum(amount) AS amount
+    FROM events WHERE ${SCOPE} AND event_time >= ${at('from')} AND event_time < ${at('from_ceil')}
+    GROUP BY bucket, event_type, currency`
+}
+
+/** rollup_player_buckets' rows since `from`, exact in the same way as bucketRows. */
+export function playerBucketRows(from: number | undefined, params: Params): string {
+  const cols = 'bucket, player_id, currency, events, deposit_count, deposits, bets, wins, bet_rollbacks, win_rollbacks, bonus_cost'
+  const rollup = `SELECT ${cols} FROM rollup_player_buckets WHERE ${SCOPE}`
+  if (from === undefined) return rollup
+  params.from = from
+  params.from_ceil = Math.ceil(from / BUCKET_MS) * BUCKET_MS
+  return `${rollup} AND bucket >= ${at('from_ceil')}
+    UNION ALL
+    SELECT toDateTime(toStartOfFifteenMinutes(event_time), 'UTC') AS bucket, player_id, currency, count() AS events,
+      countIf(event_type = 'deposit') AS deposit_count, sumIf(amount, event_type = 'deposit') AS deposits,
+      sumIf(amount, event_type = 'bet') AS bets, sumIf(amount, event_type = 'win') AS wins,
+      sumIf(amount, event_type = 'bet_rollback') AS bet_rollbacks, sumIf(amount, event_type = 'win_rollback') AS win_rollbacks,
+      sumIf(amount, event_type = 'bonus_completed') AS bonus_cost
+    FROM events WHERE ${SCOPE} AND event_time >= ${at('from')} AND event_time < ${at('from_ceil')}
+    GROUP BY bucket, player_id, currency`
+}
+
+/**
+ * Per (player, currency) money since `from`: all-time totals from rollup_player_totals, else the buckets.
+ * Columns player_id, currency, events, deposit_count, deposits, bets, wins, bet_rollbacks, win_rollbacks, bonus_cost.
+ */
+export function playerMoneyRows(from: number | undefined, params: Params): string {
+  const cols = 'player_id, currency, events, deposit_count, deposits, bets, wins, bet_rollbacks, win_rollbacks, bonus_cost'
+  if (from === undefined) return `SELECT ${cols} FROM rollup_player_totals WHERE ${SCOPE}`
+  return `SELECT ${cols} FROM (${playerBucketRows(from, params)})`
+}
+
+/**
+ * Registration time and first deposit per player seen in ClickHouse: the first `registration` event, else
+ * the first event's arrival, which is when ingestion created the player.
+ */
+export const PLAYER_TIMES = `SELECT player_id,
+    if(min(registered_at) < toDateTime64('2299-01-01 00:00:00', 3, 'UTC'), min(registered_at), min(first_received_at)) AS registered_at,
+    min(first_deposit_at) AS first_deposit_at,
+    sum(deposit_count) AS deposit_count
+  FROM rollup_players WHERE ${SCOPE} GROUP BY player_id`
+
+/** One player dimension (its latest non-empty value) per player. */
+export const playerDimension = (dimension: string) =>
+  `SELECT player_id, argMaxMerge(${dimension}) AS ${dimension} FROM rollup_players WHERE ${SCOPE} GROUP BY player_id`
+
+export const NO_TIME = "toDateTime64('2299-01-01 00:00:00', 3, 'UTC')"

@@ -1,0 +1,180 @@
+// GET /export/{dataset}: rows and their fields, keyset pages in insertion (creation) order, incremental
+// sync from the last cursor, signed cursors bound to tenant, brand and dataset, and a full export while
+// events stream in and two flushers (as two API processes would) move them to ClickHouse concurrently.
+import t from 'tap'
+import { createSpool } from '../../src/events/spool.ts'
+import { startHarness } from '../helpers/harness.ts'
+
+const h = await startHarness(t, { env: { RATE_LIMIT_INGEST_PER_MIN: '0', INGEST_FLUSH_INTERVAL_MS: '50' } })
+const ctx = h.app.ctx
+
+type Page = { data: Record<string, unknown>[]; next_cursor: string | null }
+async function page(key: string, dataset: string, query: Record<string, string | number> = {}, headers: Record<string, string> = {}): Promise<Page> {
+  const res = await h.request('GET', `/export/${dataset}`, { key, query, headers })
+  if (res.status !== 200) throw new Error(`${res.status} ${res.text}`)
+  return res.body
+}
+/** Every row from `cursor` on, page by page; returns the rows and the last non-null cursor. */
+async function drain(key: string, dataset: string, cursor: string | undefined, limit: number, headers: Record<string, string> = {}) {
+  const rows: Record<string, unknown>[] = []
+  for (;;) {
+    const p = await page(key, dataset, { limit, ...(cursor ? { cursor } : {}) }, headers)
+    rows.push(...p.data)
+    t.ok(p.data.length <= limit)
+    if (p.next_cursor === null) {
+      t.equal(p.data.length, 0, 'next_cursor is null only on a page without rows')
+      return { rows, cursor }
+    }
+    cursor = p.next_cursor
+  }
+}
+async function ingest(key: string, events: unknown[], headers: Record<string, string> = {}) {
+  const res = await h.request('POST', '/events', { key, body: { events }, headers })
+  if (res.status !== 200) throw new Error(res.text)
+}
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+async function waitFor<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 5000): Promise<T> {
+  const start = Date.now()
+  for (;;) {
+    const v = await fn()
+    if (ok(v) || Date.now() - start > ms) return v
+    await sleep(20)
+  }
+}
+
+const tenant = await h.createTenant()
+const key = tenant.key
+
+t.test('events and transactions: fields, insertion order, pages, incremental sync', async (t) => {
+  await ingest(key, [
+    { event_id: 'x1', player_id: 'ep1', event_type: 'registration', timestamp: '2026-03-01T10:00:00.123Z', session_id: 's1', payload: { country: 'IT', currency: 'EUR', extra: { a: 1 } } },
+    { event_id: 'x2', player_id: 'ep1', event_type: 'deposit', timestamp: '2026-03-01T10:05:00Z', payload: { amount: 100.1, currency: 'EUR', method: 'card' } },
+    { player_id: 'ep2', event_type: 'custom_thing', timestamp: '2026-03-01T09:00:00Z', payload: { k: 'v' } },
+  ])
+  await ingest(key, [
+    { event_id: 'x4', player_id: 'ep2', event_type: 'bet', timestamp: '2026-02-01T10:00:00Z', payload: { amount: 2.5, currency: 'USD', game: 'g', provider: 'p', category: 'c', round_id: 'r' } },
+    { event_id: 'x5', player_id: 'ep2', event_type: 'consent_update', payload: { channel: 'email', granted: false } },
+  ])
+  const all = await waitFor(() => drain(key, 'events', undefined, 2), (r) => r.rows.length === 5)
+  t.equal(all.rows.length, 5)
+  t.same(all.rows.map((r) => r.event_id), ['x1', 'x2', null, 'x4', 'x5'], 'insertion order, whatever the event times')
+  const [reg, dep, custom, bet, consent] = all.rows as Record<string, unknown>[]
+  t.match(reg, {
+    event_id: 'x1', player_id: 'ep1', event_type: 'registration', source_type: 'registration', event_time: '2026-03-01T10:00:00.123Z',
+    session_id: 's1', amount: null, currency: 'EUR', country: 'IT', payload: { country: 'IT', currency: 'EUR', extra: { a: 1 } },
+  })
+  t.match(reg?.received_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
+  t.same(dep, {
+    event_id: 'x2', player_id: 'ep1', event_type: 'deposit', source_type: 'deposit', event_time: '2026-03-01T10:05:00.000Z', received_at: dep?.received_at,
+    session_id: null, amount: 100.1, currency: 'EUR', method: 'card', game: null, provider: null, category: null, round_id: null, country: null,
+    language: null, device: null, os: null, browser: null, platform: null, status: null, bonus_id: null, channel: null, granted: null,
+    payload: { amount: 100.1, currency: 'EUR', method: 'card' },
+  })
+  t.match(custom, { event_type: 'custom_thing', payload: { k: 'v' } })
+  t.match(bet, { amount: 2.5, currency: 'USD', game: 'g', provider: 'p', category: 'c', round_id: 'r' })
+  t.match(consent, { channel: 'email', granted: false })
+
+  const tx = await drain(key, 'transactions', undefined, 1)
+  t.same(tx.rows.map((r) => r.event_id), ['x2', 'x4'], 'transactions: the monetary events only')
+
+  // Continuing from the last cursor yields only what was added since.
+  t.same((await page(key, 'events', { cursor: all.cursor as string })).data, [])
+  await ingest(key, [{ event_id: 'x6', player_id: 'ep3', event_type: 'withdrawal', payload: { amount: 7, currency: 'EUR' } }])
+  const more = await waitFor(() => drain(key, 'events', all.cursor, 200), (r) => r.rows.length === 1)
+  t.same(more.rows.map((r) => r.event_id), ['x6'])
+  const moreTx = await drain(key, 'transactions', tx.cursor, 200)
+  t.same(moreTx.rows.map((r) => r.event_id), ['x6'])
+  // A page of `limit` rows; the default limit is 200.
+  t.equal((await page(key, 'events', { limit: 3 })).data.length, 3)
+  t.equal((await page(key, 'events')).data.length, 6)
+})
+
+t.test('players: creation order, record and profile, incremental', async (t) => {
+  const t2 = await h.createTenant()
+  for (const id of ['a', 'b', 'c']) await h.request('POST', '/players', { key: t2.key, body: { external_id: id, email: `${id}@example.com`, currency: 'USD' } })
+  await ingest(t2.key, [{ event_id: 'd1', player_id: 'd', event_type: 'deposit', payload: { amount: 5, currency: 'USD' } }])
+  const all = await waitFor(() => drain(t2.key, 'players', undefined, 2), (r) => r.rows.length === 4)
+  t.same(all.rows.map((r) => r.external_id), ['a', 'b', 'c', 'd'])
+  t.match(all.rows[0], { external_id: 'a', email: 'a@example.com', status: 'active', metadata: {}, profile: { currency: 'USD', language: 'en' } })
+  t.match(all.rows[3], { external_id: 'd', profile: { event_count: 1, currency: 'EUR', totals_by_currency: { USD: { deposit_count: 1 } } } })
+  t.notOk('tenant_id' in (all.rows[0]?.profile as object), 'no internal ids in the profile')
+  await h.request('POST', '/players', { key: t2.key, body: { external_id: 'e' } })
+  t.same((await drain(t2.key, 'players', all.cursor, 10)).rows.map((r) => r.external_id), ['e'])
+})
+
+t.test('cursors: signed, and bound to tenant, brand and dataset', async (t) => {
+  const first = await page(key, 'events', { limit: 1 })
+  const cursor = first.next_cursor as string
+  t.ok(cursor)
+  const refused = async (k: string, dataset: string, c: string, headers: Record<string, string> = {}, what = '') => {
+    const res = await h.request('GET', `/export/${dataset}`, { key: k, query: { cursor: c }, headers })
+    t.equal(res.status, 400, what)
+    t.equal(res.body.code, 'BAD_REQUEST')
+    t.match(res.body.details, { errors: [{ field: 'cursor' }] })
+  }
+  const [body, sig] = cursor.split('.') as [string, string]
+  const payload = JSON.parse(Buffer.from(body, 'base64url').toString())
+  const forged = Buffer.from(JSON.stringify({ ...payload, s: '0' })).toString('base64url')
+  await refused(key, 'events', `${forged}.${sig}`, {}, 'altered position')
+  await refused(key, 'events', `${body}.${sig.slice(0, -2)}${sig.endsWith('AA') ? 'BB' : 'AA'}`, {}, 'altered signature')
+  await refused(key, 'events', 'not-a-cursor', {}, 'garbage')
+  await refused(key, 'transactions', cursor, {}, 'another dataset')
+  await refused(key, 'players', cursor, {}, 'another dataset')
+  const other = await tenant.createBrand('second')
+  await refused(key, 'events', cursor, { 'x-brand': other.slug }, 'another brand')
+  const stranger = await h.createTenant()
+  await refused(stranger.key, 'events', cursor, {}, 'another tenant')
+  const segmentCursor = Buffer.from(JSON.stringify({ s: 'x', t: 'y', i: 'z' })).toString('base64url')
+  await refused(key, 'events', `${segmentCursor}.${sig}`, {}, 'foreign payload')
+  for (const limit of ['0', '1001', 'abc', '-1']) t.equal((await h.request('GET', '/export/events', { key, query: { limit } })).status, 400, `limit ${limit}`)
+  t.equal((await h.request('GET', '/export/everything', { key })).status, 400, 'unknown dataset')
+  // The other brand's export is its own (empty) stream.
+  t.same(await page(key, 'events', {}, { 'x-brand': other.slug }), { data: [], next_cursor: null })
+})
+
+t.test('an acknowledged event is exported within 2 s', async (t) => {
+  const t3 = await h.createTenant()
+  await ingest(t3.key, [{ event_id: 'w0', player_id: 'w', event_type: 'login' }])
+  const start = await waitFor(() => drain(t3.key, 'events', undefined, 100), (r) => r.rows.length === 1)
+  for (let i = 1; i <= 3; i++) {
+    await ingest(t3.key, [{ event_id: `w${i}`, player_id: 'w', event_type: 'login' }])
+    const acked = Date.now()
+    // One page per poll (not drain's two requests), so the figure is the export's lag, not the client's.
+    const got = await waitFor(() => page(t3.key, 'events', { cursor: start.cursor as string, limit: 100 }), (p) => p.data.length === i, 2000)
+    t.equal(got.data.length, i, `event ${i} exported`)
+    t.ok(Date.now() - acked < 2000, `within 2 s (${Date.now() - acked} ms)`)
+  }
+})
+
+t.test('a full export while events stream in, moved by two flushers at once: every row exactly once', async (t) => {
+  const t4 = await h.createTenant()
+  // A second flusher on the same PostgreSQL and ClickHouse, racing the app's own (as another process would).
+  const second = createSpool({ sql: ctx.sql, ch: ctx.ch, log: ctx.log, intervalMs: 10, maxBacklog: 1_000_000 })
+  second.start()
+  t.teardown(() => second.stop())
+  const total = 1500
+  let sent = 0
+  const producer = (async () => {
+    while (sent < total) {
+      const n = Math.min(50, total - sent)
+      const events = Array.from({ length: n }, (_, i) => ({ event_id: `s${sent + i}`, player_id: `sp${(sent + i) % 37}`, event_type: 'bet', payload: { amount: 1, currency: 'EUR' } }))
+      await Promise.all([ingest(t4.key, events.slice(0, 25)), ingest(t4.key, events.slice(25))])
+      sent += n
+      await sleep(5)
+    }
+  })()
+  const seen = new Map<string, number>()
+  let cursor: string | undefined
+  const deadline = Date.now() + 30_000
+  while (Date.now() < deadline) {
+    const p = await page(t4.key, 'transactions', { limit: 97, ...(cursor ? { cursor } : {}) })
+    for (const r of p.data) seen.set(r.event_id as string, (seen.get(r.event_id as string) ?? 0) + 1)
+    if (p.next_cursor) cursor = p.next_cursor
+    if (sent === total && seen.size === total) break
+    if (!p.data.length) await sleep(20)
+  }
+  await producer
+  t.equal(seen.size, total, 'no row missing')
+  t.same([...seen.values()].filter((n) => n !== 1), [], 'none twice')
+  t.same((await page(t4.key, 'transactions', { cursor: cursor as string })).data, [], 'nothing left after the last cursor')
+})
