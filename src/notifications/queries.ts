@@ -2,7 +2,7 @@
 // (a brand-pinned key's brand, or the resolved brand of a list) narrows it further.
 import type postgres from 'postgres'
 import { visibleTo } from '../lib/visibility.ts'
-import type { Channel, Locale, NotificationTemplate, QueuedNotification } from './schemas.ts'
+import type { Channel, Locale, NotificationTemplate } from './schemas.ts'
 
 /** The pool or a transaction. */
 export type Sql = postgres.ISql
@@ -121,28 +121,4 @@ export async function updateTemplate(
     where id = ${k.templateId} and ${visibleTo(sql, k)}
     returning ${templateColumns(sql)}`
   return row && templateOut(row)
-}
-
-interface NotificationRow {
-  id: string
-  tenant_id: string
-  player_id: string
-  channel: Channel
-  template_id: string | null
-  payload: Record<string, unknown>
-  status: string
-  scheduled_at: Date
-  created_at: Date
-}
-
-export async function insertNotification(
-  sql: Sql,
-  n: { tenantId: string; brandId: string; playerId: string; channel: Channel; templateId: string | null; payload: Record<string, unknown> },
-): Promise<QueuedNotification> {
-  const [row] = await sql<NotificationRow[]>`
-    insert into notifications (tenant_id, brand_id, player_id, channel, template_id, payload)
-    values (${n.tenantId}, ${n.brandId}, ${n.playerId}, ${n.channel}, ${n.templateId}, ${sql.json(n.payload as never)})
-    returning id, tenant_id, player_id, channel, template_id, payload, status, scheduled_at, created_at`
-  const r = row!
-  return { ...r, scheduled_at: r.scheduled_at.toISOString(), created_at: r.created_at.toISOString() }
 }

@@ -66,6 +66,11 @@ export type TemplateListQuery = Static<typeof TemplateListQuery>
 
 export const TemplateList = Type.Object({ templates: Type.Array(NotificationTemplate), total: Type.Integer() })
 
+export const MessageClass = Type.Union([Type.Literal('marketing'), Type.Literal('transactional')])
+
+export const NOTIFICATION_STATUSES = ['queued', 'delivered', 'suppressed', 'bounced', 'failed'] as const
+export const NotificationStatus = Type.Union(NOTIFICATION_STATUSES.map((s) => Type.Literal(s)))
+
 export const QueuedNotification = Type.Object(
   {
     id: Uuid,
@@ -74,9 +79,19 @@ export const QueuedNotification = Type.Object(
     channel: Channel,
     template_id: Nullable(Uuid),
     payload: FreeObject,
-    status: Type.String({ description: "'queued' when created; later values are set by delivery" }),
+    status: Type.String({ description: '`queued`, `delivered`, `suppressed`, `bounced` or `failed` (contract-engines §3)' }),
+    class: MessageClass,
+    campaign_id: Nullable(Uuid),
+    reason: Nullable(Type.String({ description: 'why it was suppressed' })),
+    error: Nullable(Type.String({ description: 'why it failed or bounced' })),
+    attempts: Type.Integer(),
     scheduled_at: DateTime,
+    sent_at: Nullable(DateTime),
+    delivered_at: Nullable(DateTime),
+    opened_at: Nullable(DateTime),
+    clicked_at: Nullable(DateTime),
     created_at: DateTime,
+    updated_at: DateTime,
   },
   { $id: 'QueuedNotification' },
 )
@@ -87,7 +102,33 @@ export const SendBody = Type.Object({
   channel: Channel,
   template_id: Type.Optional(Uuid),
   payload: Type.Optional(FreeObject),
+  class: Type.Optional(MessageClass),
 })
 export type SendBody = Static<typeof SendBody>
 
 export const SendResponse = Type.Object({ queued: Type.Boolean(), notification_id: Uuid, data: QueuedNotification })
+
+export const NotificationListQuery = Type.Object({
+  player_id: Type.Optional(Uuid),
+  campaign_id: Type.Optional(Uuid),
+  status: Type.Optional(NotificationStatus),
+  channel: Type.Optional(Channel),
+  limit: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),
+  cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 2048 })),
+})
+export type NotificationListQuery = Static<typeof NotificationListQuery>
+
+export const NotificationList = Type.Object({ data: Type.Array(QueuedNotification), next_cursor: Nullable(Type.String()) })
+
+export const InboxItem = Type.Object(
+  { id: Uuid, subject: Nullable(Type.String()), body: Type.String(), campaign_id: Nullable(Uuid), created_at: DateTime, read_at: Nullable(DateTime) },
+  { $id: 'InboxItem' },
+)
+export const InboxQuery = Type.Object({
+  unread: Type.Optional(Type.Boolean({ description: 'only unread messages' })),
+  limit: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),
+  cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 2048 })),
+})
+export const InboxList = Type.Object({ data: Type.Array(InboxItem), next_cursor: Nullable(Type.String()) })
+export const InboxItemParams = Type.Object({ id: Uuid, notificationId: Uuid })
+export const TokenParams = Type.Object({ token: Type.String({ minLength: 1, maxLength: 256 }) })

@@ -1,10 +1,13 @@
-// Notification templates (CRUD with soft delete) and single sends, which wait in the queue as 'queued'
-// until the delivery issue renders and sends them.
+// Notification templates (CRUD with soft delete), the enqueue of every send path (single sends, campaigns)
+// with the send rules checked at once, and the campaign stats hook. Delivery: dispatcher.ts.
 import type { AppContext } from '../context.ts'
 import { badRequest, notFound } from '../errors.ts'
 import type { Visibility } from '../lib/visibility.ts'
 import { findPlayerRef } from '../players/service.ts'
 import * as q from './queries.ts'
+import { checkSend } from './check.ts'
+import * as dq from './delivery-queries.ts'
+import type { MessageClass } from './rules.ts'
 import type { Channel, Locale, NotificationTemplate, QueuedNotification } from './schemas.ts'
 import { templateVariables } from './variables.ts'
 
@@ -93,34 +96,151 @@ export async function updateTemplate(deps: Deps, input: Viewer & { templateId: s
 export const deactivateTemplate = (deps: Deps, input: Viewer & { templateId: string }) =>
   updateTemplate(deps, { ...input, changes: { active: false } })
 
+export interface EnqueueInput {
+  tenantId: string
+  /** The player's brand. */
+  brandId: string
+  playerId: string
+  channel: Channel
+  /** A template of the brand (its locale variant is picked at send time), or inline `content`. */
+  templateId?: string | null
+  content?: { subject?: string | null; body: string } | null
+  /** `marketing` (default) or `transactional`. */
+  class?: MessageClass
+  campaignId?: string | null
+  /** Placeholder values (and for push, `url`). */
+  payload?: Record<string, unknown>
+  /**
+   * Makes the enqueue idempotent per tenant: a second call with the same key creates nothing and returns
+   * the first notification (`created: false`). A campaign uses campaign:run:player:step:channel.
+   */
+  idempotencyKey?: string | null
+  /** Not before this time (default now). */
+  scheduledAt?: Date | null
+}
+
+export interface EnqueueResult {
+  notification: QueuedNotification
+  /** false when suppressed at once (`status: suppressed`, `reason` says why). */
+  queued: boolean
+  /** false when the idempotency key named an existing notification. */
+  created: boolean
+}
+
+/**
+ * Queues one message, checking the send rules now (they run again right before sending). Runs on `sql`,
+ * the pool or the caller's transaction, so a campaign can enqueue inside its own transaction; the
+ * dispatcher is woken when that transaction commits (pg_notify is transactional) and polls regardless.
+ * Does not check that the player is visible to an API key: callers pass players of their tenant.
+ */
+export async function enqueueNotification(sql: dq.Sql, ctx: Pick<AppContext, 'clock'> & Partial<Pick<AppContext, 'metrics'>> & { delivery?: { wake(): void } }, input: EnqueueInput): Promise<EnqueueResult> {
+  if (input.idempotencyKey) {
+    const existing = await dq.selectByIdempotencyKey(sql, input.tenantId, input.idempotencyKey)
+    if (existing) return { notification: dq.notificationOut(existing), queued: existing.status !== 'suppressed', created: false }
+  }
+  const klass = input.class ?? 'marketing'
+  const now = ctx.clock()
+  const scheduledAt = input.scheduledAt && input.scheduledAt > now ? input.scheduledAt : now
+  const { decision } = await checkSend(sql, { ...input, class: klass, campaignId: input.campaignId ?? null }, now)
+  const content = input.content ? { subject: input.content.subject ?? null, body: input.content.body } : null
+  const row = await dq.insertNotification(sql, {
+    tenantId: input.tenantId,
+    brandId: input.brandId,
+    playerId: input.playerId,
+    channel: input.channel,
+    templateId: input.templateId ?? null,
+    content,
+    payload: input.payload ?? {},
+    class: klass,
+    campaignId: input.campaignId ?? null,
+    idempotencyKey: input.idempotencyKey ?? null,
+    status: decision.action === 'suppress' ? 'suppressed' : 'queued',
+    reason: decision.action === 'suppress' ? decision.reason : null,
+    scheduledAt: decision.action === 'hold' && decision.until > scheduledAt ? decision.until : scheduledAt,
+  })
+  if (!row) {
+    // A concurrent enqueue with the same key won the insert.
+    const existing = await dq.selectByIdempotencyKey(sql, input.tenantId, input.idempotencyKey as string)
+    if (!existing) throw new Error('notification idempotency key conflict without a row')
+    return { notification: dq.notificationOut(existing), queued: existing.status !== 'suppressed', created: false }
+  }
+  if (row.status === 'queued') {
+    await sql`select pg_notify(${DELIVERY_CHANNEL}, '')`
+    ctx.delivery?.wake()
+  } else {
+    // Stopped by the rules at once: an outcome like one the dispatcher reaches right before sending.
+    ctx.metrics?.outcome('message', 'suppressed', input.channel)
+  }
+  return { notification: dq.notificationOut(row), queued: row.status === 'queued', created: true }
+}
+
+/** The NOTIFY channel that wakes the dispatchers of every process when a notification is queued. */
+export const DELIVERY_CHANNEL = 'respin_delivery'
+
+/**
+ * What a campaign counts: its notifications per status, and how many were opened and clicked (the stats
+ * hook of campaign execution; the same facts also reach webhooks as message.* events with campaign_id).
+ */
+export async function campaignDeliveryStats(sql: dq.Sql, campaignId: string) {
+  const [row] = await sql<{ queued: number; delivered: number; suppressed: number; bounced: number; failed: number; opened: number; clicked: number }[]>`
+    select count(*) filter (where status = 'queued')::int as queued,
+           count(*) filter (where status = 'delivered')::int as delivered,
+           count(*) filter (where status = 'suppressed')::int as suppressed,
+           count(*) filter (where status = 'bounced')::int as bounced,
+           count(*) filter (where status = 'failed')::int as failed,
+           count(opened_at)::int as opened,
+           count(clicked_at)::int as clicked
+    from notifications where campaign_id = ${campaignId}`
+  return row!
+}
+
+/** Checks a template for a send: it exists in the brand, is active and is for this channel. */
+async function usableTemplate(sql: dq.Sql, input: Visibility & { templateId: string; channel: Channel }) {
+  const template = await q.selectTemplate(sql, input)
+  if (!template) throw notFound('template')
+  if (!template.active) {
+    throw badRequest('the template is inactive', { reason: 'TEMPLATE_INACTIVE', template_id: template.id })
+  }
+  if (template.channel !== input.channel) {
+    throw badRequest(`the template is for channel '${template.channel}', not '${input.channel}'`, {
+      reason: 'CHANNEL_MISMATCH',
+      channel: input.channel,
+      template_channel: template.channel,
+    })
+  }
+  return template
+}
+
+/** POST /notifications/send. */
 export async function sendNotification(
-  deps: Deps,
-  input: Viewer & { playerId: string; channel: Channel; templateId?: string; payload?: Record<string, unknown> },
-): Promise<QueuedNotification> {
+  deps: Deps & Pick<AppContext, 'clock'> & Partial<Pick<AppContext, 'metrics'>> & { delivery?: { wake(): void } },
+  input: Viewer & { playerId: string; channel: Channel; templateId?: string; payload?: Record<string, unknown>; class?: MessageClass },
+): Promise<EnqueueResult> {
   const player = await findPlayerRef(deps, { tenantId: input.tenantId, brandId: input.brandId, playerId: input.playerId })
   if (!player) throw notFound('player')
+  const payload = input.payload ?? {}
+  let content: EnqueueInput['content'] = null
   if (input.templateId) {
-    const template = await q.selectTemplate(deps.sql, { tenantId: input.tenantId, brandId: input.brandId, templateId: input.templateId })
-    if (!template) throw notFound('template')
-    if (!template.active) {
-      throw badRequest('the template is inactive', { reason: 'TEMPLATE_INACTIVE', template_id: template.id })
-    }
-    if (template.channel !== input.channel) {
-      throw badRequest(`the template is for channel '${template.channel}', not '${input.channel}'`, {
-        reason: 'CHANNEL_MISMATCH',
-        channel: input.channel,
-        template_channel: template.channel,
-      })
-    }
+    // Any template of the key's tenant (or of its pinned brand), as for the other by-id routes.
+    await usableTemplate(deps.sql, { tenantId: input.tenantId, brandId: input.brandId, templateId: input.templateId, channel: input.channel })
+  } else {
+    // Without a template the payload carries the message itself.
+    const errors = []
+    if (typeof payload.body !== 'string' || payload.body.length === 0) errors.push({ in: 'body', field: 'payload.body', message: 'is required (a non-empty string) without template_id' })
+    if (payload.subject !== undefined && payload.subject !== null && typeof payload.subject !== 'string') errors.push({ in: 'body', field: 'payload.subject', message: 'must be a string' })
+    if (errors.length) throw badRequest('invalid payload', { errors })
+    content = { subject: (payload.subject as string | undefined) ?? null, body: payload.body as string }
   }
-  const queued = await q.insertNotification(deps.sql, {
+  const result = await enqueueNotification(deps.sql, deps, {
     tenantId: input.tenantId,
     brandId: player.brandId,
     playerId: player.id,
     channel: input.channel,
     templateId: input.templateId ?? null,
-    payload: input.payload ?? {},
+    content,
+    class: input.class,
+    payload,
   })
-  deps.log.info({ tenantId: input.tenantId, notificationId: queued.id, channel: queued.channel }, 'notification queued')
-  return queued
+  deps.log.info({ tenantId: input.tenantId, notificationId: result.notification.id, channel: input.channel, status: result.notification.status }, 'notification queued')
+  return result
 }

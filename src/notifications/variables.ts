@@ -1,7 +1,11 @@
 // Template variables: the `{{name}}` placeholders of a template's subject and body. Pure: no I/O.
 
-/** `{{name}}`, `{{ name }}`, `{{player.first_name}}`: an identifier, optionally dotted, inside double braces. */
-const PLACEHOLDER = /\{\{\s*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\s*\}\}/g
+/**
+ * `{{name}}`, `{{ name }}`, `{{player.first_name}}`: an identifier, optionally dotted, inside double braces,
+ * optionally followed by `| fallback text` (`{{ name | there }}`). Group 1 is the name, group 2 the
+ * fallback (undefined without one). Shared with the renderer (render.ts), so both read the same syntax.
+ */
+export const PLACEHOLDER = /\{\{\s*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\s*(?:\|([^{}]*))?\}\}/g
 
 /** Distinct placeholder names in order of first appearance, subject before body. */
 export function extractVariables(...texts: (string | null | undefined)[]): string[] {

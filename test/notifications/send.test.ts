@@ -22,20 +22,29 @@ async function makeTemplate(tenant: TestTenant, body: Record<string, unknown> = 
   return res.body.data
 }
 
-const send = (key: string, body: unknown) => h.request('POST', '/notifications/send', { key, body })
+/** A send without a template carries its message in the payload. */
+const send = (key: string, body: Record<string, unknown>) =>
+  h.request('POST', '/notifications/send', { key, body: body.template_id || body.payload !== undefined ? body : { ...body, payload: { body: 'Hello' } } })
 const fieldsOf = (body: any) => (body.details?.errors ?? []).map((e: { field: string }) => e.field)
 
 t.test('POST /notifications/send queues a notification and answers 202', async (t) => {
   const tenant = await h.createTenant()
   const playerId = await makePlayer(tenant)
   const tpl = await makeTemplate(tenant)
+  await h.app.ctx.sql`insert into player_profiles (player_id, tenant_id, brand_id, consent) values (${playerId}, ${tenant.id}, ${tenant.brand.id}, ${h.app.ctx.sql.json({ email: { granted: true, at: '2026-01-01T00:00:00Z' } })}) on conflict (player_id) do update set consent = excluded.consent`
+  await h.app.ctx.sql`update players set email = 'ada@example.com' where id = ${playerId}`
   const res = await send(tenant.key, { player_id: playerId, channel: 'email', template_id: tpl.id, payload: { name: 'Ada', nested: { n: 1 } } })
   t.equal(res.status, 202)
   t.same(Object.keys(res.body).sort(), ['data', 'notification_id', 'queued'])
   t.equal(res.body.queued, true)
   const n = res.body.data
   t.equal(res.body.notification_id, n.id)
-  t.same(Object.keys(n).sort(), ['channel', 'created_at', 'id', 'payload', 'player_id', 'scheduled_at', 'status', 'template_id', 'tenant_id'])
+  t.same(Object.keys(n).sort(), [
+    'attempts', 'campaign_id', 'channel', 'class', 'clicked_at', 'created_at', 'delivered_at', 'error', 'id', 'opened_at', 'payload', 'player_id', 'reason',
+    'scheduled_at', 'sent_at', 'status', 'template_id', 'tenant_id', 'updated_at',
+  ])
+  t.equal(n.class, 'marketing')
+  t.equal(n.attempts, 0)
   t.equal(n.tenant_id, tenant.id)
   t.equal(n.player_id, playerId)
   t.equal(n.channel, 'email')
@@ -47,20 +56,27 @@ t.test('POST /notifications/send queues a notification and answers 202', async (
 
   const rows = await h.app.ctx.sql<{ status: string; brand_id: string; template_id: string }[]>`
     select status, brand_id, template_id from notifications where id = ${n.id}`
-  t.equal(rows.length, 1, 'the record waits in the queue')
-  t.equal(rows[0]!.status, 'queued')
+  t.equal(rows.length, 1, 'the record is stored')
+  // Delivery is asynchronous: the dispatcher may already have taken it (the brand has no email settings,
+  // so it fails there; test/notifications/email.test.ts delivers for real).
+  t.ok(['queued', 'failed'].includes(rows[0]!.status), rows[0]!.status)
   t.equal(rows[0]!.brand_id, tenant.brand.id)
 })
 
-t.test('a send without a template has template_id null and an empty payload', async (t) => {
+t.test('a send without a template carries its body in the payload (required)', async (t) => {
   const tenant = await h.createTenant()
   const playerId = await makePlayer(tenant)
+  const bare = await h.request('POST', '/notifications/send', { key: tenant.key, body: { player_id: playerId, channel: 'in_app' } })
+  t.equal(bare.status, 400)
+  t.ok(fieldsOf(bare.body).includes('payload.body'))
+  const badSubject = await send(tenant.key, { player_id: playerId, channel: 'in_app', payload: { body: 'x', subject: 3 } })
+  t.ok(fieldsOf(badSubject.body).includes('payload.subject'))
   for (const channel of ['email', 'telegram', 'push', 'in_app']) {
-    const res = await send(tenant.key, { player_id: playerId, channel })
+    const res = await send(tenant.key, { player_id: playerId, channel, payload: { subject: 'S', body: 'B' } })
     t.equal(res.status, 202, channel)
     t.equal(res.body.data.channel, channel)
     t.equal(res.body.data.template_id, null)
-    t.same(res.body.data.payload, {})
+    t.same(res.body.data.payload, { subject: 'S', body: 'B' })
   }
   const count = await h.app.ctx.sql<{ n: number }[]>`select count(*)::int as n from notifications where player_id = ${playerId}`
   t.equal(count[0]!.n, 4)
@@ -69,7 +85,7 @@ t.test('a send without a template has template_id null and an empty payload', as
 t.test('POST /notifications/send validates its body', async (t) => {
   const tenant = await h.createTenant()
   const playerId = await makePlayer(tenant)
-  const cases: [string, unknown, string][] = [
+  const cases: [string, Record<string, unknown>, string][] = [
     ['player_id missing', { channel: 'email' }, 'player_id'],
     ['channel missing', { player_id: playerId }, 'channel'],
     ['player_id not a uuid', { player_id: 'ext-1', channel: 'email' }, 'player_id'],

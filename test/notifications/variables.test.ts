@@ -26,3 +26,8 @@ t.test('template variables are the union of placeholders and declared names', as
   t.same(templateVariables({ subject: 'Hi {{name}}', body: 'Code {{code}}', declared: ['code', 'extra', 'extra'] }), ['name', 'code', 'extra'])
   t.same(templateVariables({ subject: null, body: 'no placeholders', declared: [] }), [])
 })
+
+t.test('names used with a fallback are listed too', async (t) => {
+  t.same(extractVariables('Hi {{ name | there }}, {{code|none}} {{ x |}}'), ['name', 'code', 'x'])
+  t.same(templateVariables({ subject: '{{ first | friend }}', body: '{{ bonus | a gift }}', declared: [] }), ['first', 'bonus'])
+})

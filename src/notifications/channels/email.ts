@@ -1,0 +1,101 @@
+// Email over SMTP with nodemailer: one pooled transport per brand (rebuilt when its settings change),
+// connecting to the address the URL policy checked (TLS still verifies the host name). A 5xx refusal of
+// the recipient is a bounce; other failures are retried.
+import nodemailer, { type Transporter } from 'nodemailer'
+import type SMTPPool from 'nodemailer/lib/smtp-pool/index.js'
+import { checkUrl, UrlPolicyError } from '../../lib/url-policy.ts'
+import { smtpTarget } from '../settings.ts'
+import type { Outcome } from './outcome.ts'
+
+export interface EmailMessage {
+  from: string
+  replyTo: string | null
+  to: string
+  subject: string
+  html: string
+  text: string
+  unsubscribeUrl: string
+  notificationId: string
+}
+
+interface PooledTransport {
+  version: string
+  transport: Transporter<SMTPPool.SentMessageInfo>
+}
+
+export function createEmailChannel(opts: { allowPrivate: boolean; maxConnections?: number }) {
+  const transports = new Map<string, Promise<PooledTransport>>()
+
+  async function build(smtpUrl: string, version: string): Promise<PooledTransport> {
+    const t = smtpTarget(smtpUrl)
+    const checked = await checkUrl(t.bare, { allowPrivate: opts.allowPrivate, schemes: ['smtp', 'smtps'] })
+    const transport = nodemailer.createTransport({
+      pool: true,
+      maxConnections: opts.maxConnections ?? 5,
+      maxMessages: Number.POSITIVE_INFINITY,
+      host: checked.address,
+      port: t.port,
+      secure: t.secure,
+      auth: t.user ? { user: t.user, pass: t.pass } : undefined,
+      // The pinned address is what we connect to; certificates are still checked against the host name.
+      tls: { servername: t.host },
+      connectionTimeout: 10_000,
+      greetingTimeout: 10_000,
+      socketTimeout: 30_000,
+    } as SMTPPool.Options)
+    return { version, transport }
+  }
+
+  async function transportFor(brandId: string, smtpUrl: string, version: string) {
+    const current = transports.get(brandId)
+    if (current) {
+      const t = await current.catch(() => undefined)
+      if (t && t.version === version) return t.transport
+      transports.delete(brandId)
+      t?.transport.close()
+    }
+    const pending = build(smtpUrl, version)
+    transports.set(brandId, pending)
+    pending.catch(() => transports.delete(brandId))
+    return (await pending).transport
+  }
+
+  return {
+    async send(brand: { brandId: string; smtpUrl: string; version: string }, m: EmailMessage): Promise<Outcome> {
+      let transport
+      try {
+        transport = await transportFor(brand.brandId, brand.smtpUrl, brand.version)
+      } catch (err) {
+        return { kind: 'retry', error: err instanceof UrlPolicyError ? `smtp host refused: ${err.message}` : `smtp: ${(err as Error).message}` }
+      }
+      try {
+        const info = await transport.sendMail({
+          from: m.from,
+          to: m.to,
+          replyTo: m.replyTo ?? undefined,
+          subject: m.subject,
+          html: m.html,
+          text: m.text,
+          headers: {
+            // RFC 8058: a one-click POST to this URL unsubscribes; RFC 2369 wants it in angle brackets.
+            'List-Unsubscribe': `<${m.unsubscribeUrl}>`,
+            'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click',
+            'X-Respin-Notification': m.notificationId,
+          },
+        })
+        if (info.rejected?.length) return { kind: 'bounced', error: `smtp: recipient refused: ${info.response ?? ''}`.trim() }
+        return { kind: 'delivered' }
+      } catch (err) {
+        const e = err as { responseCode?: number; command?: string; response?: string; message: string }
+        if (e.responseCode && e.responseCode >= 500 && /RCPT/i.test(e.command ?? '')) {
+          return { kind: 'bounced', error: `smtp ${e.responseCode}: ${e.response ?? e.message}` }
+        }
+        return { kind: 'retry', error: `smtp${e.responseCode ? ` ${e.responseCode}` : ''}: ${e.response ?? e.message}` }
+      }
+    },
+    close() {
+      for (const pending of transports.values()) pending.then((t) => t.transport.close()).catch(() => {})
+      transports.clear()
+    },
+  }
+}

@@ -1,0 +1,196 @@
+// The inbox WebSocket (contract-engines §3): GET /api/v1/inbox/ws?token=... opens a socket for one player,
+// who receives { type: "message", data: <inbox item> } for each new in-app message, from whichever API
+// process delivered it. With a PostgreSQL server the delivering transaction NOTIFYs (so only committed
+// messages are announced) and every process's listener publishes to its own sockets; embedded PGlite is
+// one process, so the dispatcher publishes locally after the commit.
+import type { Server as NodeHttpServer } from 'node:http'
+import type { Duplex } from 'node:stream'
+import postgres from 'postgres'
+import type { TemplatedApp, WebSocket } from 'uWebSockets.js'
+import { WebSocketServer, type WebSocket as NodeWebSocket } from 'ws'
+import type { AppContext } from '../context.ts'
+import { API_PREFIX } from '../http/router.ts'
+import type { Sql } from './delivery-queries.ts'
+import { playerOfInboxToken, type InboxItem } from './engagement.ts'
+
+export const INBOX_CHANNEL = 'respin_inbox'
+/** NOTIFY payloads are limited to 8000 bytes: larger items are announced by id and read back. */
+const MAX_NOTIFY_BYTES = 7900
+
+export interface InboxHub {
+  /** Adds the WebSocket route to a uWS app (src/http/server.ts, HTTP_ENGINE=uws). */
+  attach(app: TemplatedApp): void
+  /** Serves the same route on a node:http server's upgrades (the default engine), with `ws`. */
+  attachNode(server: NodeHttpServer): void
+  /**
+   * Announces a delivered message. Server mode: runs pg_notify on `tx` (sent when it commits);
+   * embedded: queues a local publish for after the commit (call flushLocal()).
+   */
+  announce(tx: Sql, playerId: string, item: InboxItem): Promise<void>
+  /** Embedded mode: publish what announce() queued in the transaction that just committed. */
+  publishLocal(items: { playerId: string; item: InboxItem }[]): void
+  readonly crossProcess: boolean
+  /** Open sockets in this process. */
+  readonly sockets: number
+  close(): Promise<void>
+}
+
+interface SocketData {
+  playerId: string
+}
+
+const topicOf = (playerId: string) => `inbox:${playerId}`
+const INBOX_PATH = `${API_PREFIX}/inbox/ws`
+/** A node socket that missed a ping for this long is closed (uWS's idleTimeout does the same there). */
+const NODE_PING_MS = 30_000
+
+/** Answers an upgrade request that will not become a WebSocket, then closes the connection. */
+function refuseUpgrade(socket: Duplex, status: string, body = ''): void {
+  const head = `HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n`
+  socket.end(head + body)
+}
+
+export async function createInboxHub(ctx: Pick<AppContext, 'config' | 'sql' | 'pg' | 'log' | 'clock'>): Promise<InboxHub> {
+  const apps: TemplatedApp[] = []
+  // The node engine's sockets by player (uWS keeps its own topics).
+  const nodeSockets = new Map<string, Set<NodeWebSocket>>()
+  const closers: (() => void)[] = []
+  let open = 0
+  const publish = (playerId: string, item: InboxItem) => {
+    const message = JSON.stringify({ type: 'message', data: item })
+    for (const app of apps) app.publish(topicOf(playerId), message)
+    for (const socket of nodeSockets.get(playerId) ?? []) socket.send(message)
+  }
+
+  let listener: postgres.Sql | undefined
+  let unlisten: (() => Promise<void>) | undefined
+  const crossProcess = ctx.pg.kind !== 'pglite' && !!ctx.config.databaseUrl
+  if (crossProcess) {
+    listener = postgres(ctx.config.databaseUrl as string, { max: 1, onnotice: () => {}, connection: { application_name: 'respin-inbox' } })
+    const sub = await listener.listen(INBOX_CHANNEL, (message) => {
+      const { p, d, id } = JSON.parse(message) as { p: string; d?: InboxItem; id?: string }
+      if (d) return publish(p, d)
+      if ((apps.length === 0 && nodeSockets.size === 0) || !id) return
+      // Announced by id only (a large message): read it back for this process's sockets.
+      ctx.sql<{ id: string; rendered: { subject: string | null; body: string }; campaign_id: string | null; created_at: Date; read_at: Date | null }[]>`
+        select id, rendered, campaign_id, created_at, read_at from notifications where id = ${id}`
+        .then(([row]) => {
+          if (row) publish(p, { id: row.id, subject: row.rendered?.subject ?? null, body: row.rendered?.body ?? '', campaign_id: row.campaign_id, created_at: row.created_at.toISOString(), read_at: null })
+        })
+        .catch((err: unknown) => ctx.log.error({ err }, 'inbox message not read back for its sockets'))
+    })
+    unlisten = () => sub.unlisten()
+  }
+
+  return {
+    crossProcess,
+    get sockets() {
+      return open
+    },
+    attach(app) {
+      apps.push(app)
+      app.ws<SocketData>(`${API_PREFIX}/inbox/ws`, {
+        idleTimeout: 120,
+        sendPingsAutomatically: true,
+        maxPayloadLength: 4096,
+        upgrade: (res, req, context) => {
+          const token = new URLSearchParams(req.getQuery() ?? '').get('token') ?? ''
+          const key = req.getHeader('sec-websocket-key')
+          const protocol = req.getHeader('sec-websocket-protocol')
+          const extensions = req.getHeader('sec-websocket-extensions')
+          let aborted = false
+          res.onAborted(() => (aborted = true))
+          playerOfInboxToken(ctx, token).then(
+            (playerId) => {
+              if (aborted) return
+              res.cork(() => {
+                if (!playerId) {
+                  res.writeStatus('401 Unauthorized').writeHeader('content-type', 'application/json')
+                    .end(JSON.stringify({ error: 'invalid or expired inbox token', code: 'UNAUTHORIZED' }))
+                  return
+                }
+                res.upgrade<SocketData>({ playerId }, key, protocol, extensions, context)
+              })
+            },
+            (err: unknown) => {
+              ctx.log.error({ err }, 'inbox socket upgrade failed')
+              if (!aborted) res.cork(() => res.writeStatus('503 Service Unavailable').end())
+            },
+          )
+        },
+        open: (ws: WebSocket<SocketData>) => {
+          open++
+          ws.subscribe(topicOf(ws.getUserData().playerId))
+        },
+        close: () => {
+          open--
+        },
+      })
+    },
+    attachNode(server) {
+      const wss = new WebSocketServer({ noServer: true, maxPayload: 4096 })
+      const alive = new WeakSet<NodeWebSocket>()
+      const pinger = setInterval(() => {
+        for (const socket of wss.clients) {
+          if (!alive.has(socket)) {
+            socket.terminate()
+            continue
+          }
+          alive.delete(socket)
+          socket.ping()
+        }
+      }, NODE_PING_MS)
+      pinger.unref()
+      closers.push(() => {
+        clearInterval(pinger)
+        for (const socket of wss.clients) socket.terminate()
+        wss.close()
+      })
+      server.on('upgrade', (req, socket: Duplex, head: Buffer) => {
+        socket.on('error', () => socket.destroy())
+        const url = new URL(req.url ?? '/', 'http://inbox')
+        if (url.pathname !== INBOX_PATH) return refuseUpgrade(socket, '404 Not Found', JSON.stringify({ error: 'not found', code: 'NOT_FOUND' }))
+        playerOfInboxToken(ctx, url.searchParams.get('token') ?? '').then(
+          (playerId) => {
+            if (socket.destroyed) return
+            if (!playerId) {
+              return refuseUpgrade(socket, '401 Unauthorized', JSON.stringify({ error: 'invalid or expired inbox token', code: 'UNAUTHORIZED' }))
+            }
+            wss.handleUpgrade(req, socket, head, (ws) => {
+              open++
+              alive.add(ws)
+              ws.on('pong', () => alive.add(ws))
+              let set = nodeSockets.get(playerId)
+              if (!set) nodeSockets.set(playerId, (set = new Set()))
+              set.add(ws)
+              ws.on('close', () => {
+                open--
+                set.delete(ws)
+                if (set.size === 0) nodeSockets.delete(playerId)
+              })
+            })
+          },
+          (err: unknown) => {
+            ctx.log.error({ err }, 'inbox socket upgrade failed')
+            refuseUpgrade(socket, '503 Service Unavailable')
+          },
+        )
+      })
+    },
+    async announce(tx, playerId, item) {
+      if (!crossProcess) return
+      let payload = JSON.stringify({ p: playerId, d: item })
+      if (Buffer.byteLength(payload) > MAX_NOTIFY_BYTES) payload = JSON.stringify({ p: playerId, id: item.id })
+      await tx`select pg_notify(${INBOX_CHANNEL}, ${payload})`
+    },
+    publishLocal(items) {
+      if (crossProcess) return
+      for (const { playerId, item } of items) publish(playerId, item)
+    },
+    async close() {
+      for (const close of closers) close()
+      await unlisten?.()
+      await listener?.end({ timeout: 2 })
+    },
+  }
+}

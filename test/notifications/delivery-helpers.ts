@@ -1,0 +1,49 @@
+// Shared by the delivery tests: players made through the events API (so consent, time zone and status
+// come the way production gets them), and waiting for a notification to reach a status.
+import { randomUUID } from 'node:crypto'
+import type { Harness, TestTenant } from '../helpers/harness.ts'
+
+export async function ingest(h: Harness, tenant: TestTenant, events: Record<string, unknown>[]) {
+  const res = await h.request('POST', '/events', {
+    key: tenant.key,
+    body: { events: events.map((e) => ({ event_id: randomUUID(), timestamp: new Date().toISOString(), payload: {}, ...e })) },
+  })
+  if (res.status !== 200) throw new Error(`events: ${res.status} ${res.text}`)
+}
+
+/** A registered player; `consent` lists channels granted by consent_update events. */
+export async function makePlayer(
+  h: Harness,
+  tenant: TestTenant,
+  o: { email?: string; timezone?: string; language?: string; consent?: string[]; status?: string; name?: string } = {},
+): Promise<{ id: string; externalId: string }> {
+  const externalId = `p-${randomUUID().slice(0, 8)}`
+  await ingest(h, tenant, [
+    { player_id: externalId, event_type: 'registration', payload: { email: o.email, timezone: o.timezone, language: o.language, name: o.name ?? 'Ada' } },
+    ...(o.consent ?? []).map((channel) => ({ player_id: externalId, event_type: 'consent_update', payload: { channel, granted: true } })),
+    ...(o.status ? [{ player_id: externalId, event_type: 'status_change', payload: { status: o.status } }] : []),
+  ])
+  const [row] = await h.app.ctx.sql<{ id: string }[]>`select id from players where brand_id = ${tenant.brand.id} and external_id = ${externalId}`
+  return { id: row!.id, externalId }
+}
+
+export async function waitForStatus(h: Harness, tenant: TestTenant, id: string, statuses: string[], timeoutMs = 15_000): Promise<any> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const res = await h.request('GET', `/notifications/${id}`, { key: tenant.key })
+    if (statuses.includes(res.body.data?.status)) return res.body.data
+    if (Date.now() > deadline) throw new Error(`notification ${id} still ${res.body.data?.status} (${res.text})`)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
+
+export async function send(h: Harness, tenant: TestTenant, body: Record<string, unknown>) {
+  const res = await h.request('POST', '/notifications/send', { key: tenant.key, body })
+  if (res.status !== 202) throw new Error(`send: ${res.status} ${res.text}`)
+  return res.body
+}
+
+export async function outboxOf(h: Harness, tenantId: string, prefix = 'message.') {
+  return h.app.ctx.sql<{ event: string; data: any }[]>`
+    select event, data from outbox where tenant_id = ${tenantId} and (event like ${prefix + '%'} or event = 'email.unsubscribed') order by id`
+}

@@ -1,0 +1,186 @@
+// Email against a real SMTP server (smtp-server), each message read back with mailparser: multipart HTML
+// + text, RFC 8058 headers, open pixel and click rewriting, tracking tokens, one-click unsubscribe,
+// bounces (5xx to the recipient) and retries of transient refusals up to `failed`.
+import t from 'tap'
+import { simpleParser, type ParsedMail } from 'mailparser'
+import { SMTPServer } from 'smtp-server'
+import { startHarness } from '../helpers/harness.ts'
+import { makePlayer, ingest, outboxOf, send, waitForStatus } from './delivery-helpers.ts'
+
+const h = await startHarness(t, { env: { WEBHOOK_ALLOW_PRIVATE: 'true', DELIVERY_RETRY_DELAYS: '0,0,0,0' } })
+
+const mails: ParsedMail[] = []
+const rcptCalls = new Map<string, number>()
+const smtp = new SMTPServer({
+  disabledCommands: ['STARTTLS'],
+  authOptional: false,
+  onAuth(auth, _session, cb) {
+    if (auth.username === 'mailer' && auth.password === 's3cret-pw') return cb(null, { user: 'mailer' })
+    cb(new Error('bad credentials'))
+  },
+  onRcptTo(address, _session, cb) {
+    rcptCalls.set(address.address, (rcptCalls.get(address.address) ?? 0) + 1)
+    if (address.address.startsWith('bounce')) return cb(Object.assign(new Error('5.1.1 no such user'), { responseCode: 550 }))
+    if (address.address.startsWith('busy')) return cb(Object.assign(new Error('4.2.1 try later'), { responseCode: 451 }))
+    cb()
+  },
+  onData(stream, _session, cb) {
+    simpleParser(stream).then((m) => {
+      mails.push(m)
+      cb()
+    }, cb)
+  },
+})
+await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', resolve))
+t.teardown(() => new Promise<void>((resolve) => smtp.close(() => resolve())))
+const smtpPort = (smtp.server.address() as { port: number }).port
+
+async function emailTenant() {
+  const tenant = await h.createTenant()
+  const res = await h.request('PUT', '/settings/channels/email', {
+    key: tenant.key,
+    body: { smtp_url: `smtp://mailer:s3cret-pw@127.0.0.1:${smtpPort}`, from: 'Casino <news@casino.example>', reply_to: 'help@casino.example' },
+  })
+  if (res.status !== 200) throw new Error(res.text)
+  return tenant
+}
+
+const mailTo = async (address: string) => {
+  for (let i = 0; i < 200 && !mails.some((m) => (m.to as { text: string }).text === address); i++) await new Promise((r) => setTimeout(r, 50))
+  return mails.find((m) => (m.to as { text: string }).text === address)!
+}
+const pathOf = (url: string) => new URL(url).pathname
+/** A header exactly as sent (mailparser folds the List-* headers into one parsed `list` object). */
+const rawHeader = (mail: ParsedMail, name: string) =>
+  mail.headerLines.find((l) => l.key === name)?.line.slice(name.length + 1).replace(/\r?\n\s+/g, ' ').trim()
+const unsubscribeUrlOf = (mail: ParsedMail) => /^<(.+)>$/.exec(rawHeader(mail, 'list-unsubscribe') ?? '')?.[1] ?? ''
+
+t.test('settings keep the SMTP password write-only', async (t) => {
+  const tenant = await emailTenant()
+  const read = await h.request('GET', '/settings/channels', { key: tenant.key })
+  t.equal(read.body.data.email.smtp_url, `smtp://mailer:***@127.0.0.1:${smtpPort}`)
+  t.match(read.body.data.email, { from: 'Casino <news@casino.example>', reply_to: 'help@casino.example', track_opens: true, track_clicks: true })
+  t.same([read.body.data.telegram, read.body.data.push, read.body.data.in_app], [null, null, null])
+  t.notMatch(read.text, /s3cret-pw/)
+  const [row] = await h.app.ctx.sql<{ secret: string; settings: unknown }[]>`select secret, settings from brand_channel_settings where brand_id = ${tenant.brand.id}`
+  t.notMatch(row!.secret, /s3cret-pw/, 'sealed at rest')
+  t.notMatch(JSON.stringify(row!.settings), /s3cret-pw/)
+})
+
+t.test('a marketing email: multipart, RFC 8058 headers, tracked links and pixel; opens and clicks fire once', async (t) => {
+  const tenant = await emailTenant()
+  const address = `ada-${Date.now()}@example.com`
+  const player = await makePlayer(h, tenant, { email: address, consent: ['email'], name: 'Ada <3' })
+  const tpl = await h.request('POST', '/notifications/templates', {
+    key: tenant.key,
+    body: { name: 'promo', channel: 'email', subject: 'Hello {{name}}', body: '<p>Hi {{ name }}, {{ offer | a bonus }}</p><a href="https://casino.example/promo?a=1&amp;b=2">Play</a> <a href="{{unsubscribe_url}}">unsubscribe</a>' },
+  })
+  t.same(tpl.body.data.variables, ['name', 'offer', 'unsubscribe_url'])
+  const sent = await send(h, tenant, { player_id: player.id, channel: 'email', template_id: tpl.body.data.id })
+  const n = await waitForStatus(h, tenant, sent.notification_id, ['delivered', 'failed'])
+  t.equal(n.status, 'delivered', n.error ?? '')
+  const mail = await mailTo(address)
+  t.equal(mail.subject, 'Hello Ada <3')
+  t.equal((mail.from as { text: string }).text, '"Casino" <news@casino.example>')
+  t.match(mail.html, /Hi Ada &lt;3, a bonus/)
+  t.match(mail.text, /Hi Ada <3, a bonus/)
+  t.match(mail.text, /Play \(https:\/\/casino\.example\/promo\?a=1&b=2\)/, 'the text part keeps the plain link')
+  t.match(unsubscribeUrlOf(mail), /^http:\/\/localhost:\d+\/api\/v1\/t\/u\/[\w-]+\.[\w-]+$/)
+  t.equal(rawHeader(mail, 'list-unsubscribe-post'), 'List-Unsubscribe=One-Click')
+  t.match(mail.headers.get('content-type'), { value: 'multipart/alternative' })
+  const clickUrl = /href="([^"]*\/t\/c\/[^"]+)"/.exec(mail.html as string)?.[1]
+  const pixelUrl = /<img src="([^"]*\/t\/o\/[^"]+)"/.exec(mail.html as string)?.[1]
+  t.ok(clickUrl && pixelUrl, 'link rewritten and pixel added')
+  t.match(mail.html, /href="[^"]*\/t\/u\//, 'the unsubscribe link is not click-tracked')
+
+  const pixel = await fetch(h.origin + pathOf(pixelUrl!))
+  t.equal(pixel.status, 200)
+  t.equal(pixel.headers.get('content-type'), 'image/gif')
+  t.equal((await pixel.arrayBuffer()).byteLength, 42)
+  t.equal((await fetch(h.origin + pathOf(pixelUrl!))).status, 200, 'a reused pixel still answers')
+  const click = await fetch(h.origin + pathOf(clickUrl!), { redirect: 'manual' })
+  t.equal(click.status, 302)
+  t.equal(click.headers.get('location'), 'https://casino.example/promo?a=1&b=2')
+  t.equal((await fetch(h.origin + pathOf(clickUrl!), { redirect: 'manual' })).status, 302)
+  const after = await waitForStatus(h, tenant, sent.notification_id, ['delivered'])
+  t.ok(after.opened_at && after.clicked_at)
+  const events = await outboxOf(h, tenant.id)
+  t.same(events.map((e) => e.event), ['message.delivered', 'message.opened', 'message.clicked'], 'first open and first click once each')
+  t.match(events[2]!.data, { notification_id: sent.notification_id, player_id: player.id, channel: 'email', campaign_id: null })
+
+  // Forged, altered and foreign tokens are 404.
+  const token = pathOf(clickUrl!).split('/').pop()!
+  t.equal((await fetch(`${h.origin}/api/v1/t/c/${token.slice(0, -2)}xx`, { redirect: 'manual' })).status, 404, 'altered')
+  t.equal((await fetch(`${h.origin}/api/v1/t/o/${token}.gif`)).status, 404, 'a click token is no open token')
+  t.equal((await fetch(`${h.origin}/api/v1/t/u/${token}`)).status, 404, 'nor an unsubscribe token')
+  t.equal((await fetch(`${h.origin}/api/v1/t/c/AAAA.BBBB`, { redirect: 'manual' })).status, 404, 'forged')
+})
+
+t.test('one-click unsubscribe: the GET page changes nothing, the POST withdraws consent once', async (t) => {
+  const tenant = await emailTenant()
+  const address = `uns-${Date.now()}@example.com`
+  const player = await makePlayer(h, tenant, { email: address, consent: ['email'] })
+  const sent = await send(h, tenant, { player_id: player.id, channel: 'email', payload: { subject: 'S', body: '<p>x</p>' } })
+  await waitForStatus(h, tenant, sent.notification_id, ['delivered'])
+  const mail = await mailTo(address)
+  const url = h.origin + pathOf(unsubscribeUrlOf(mail))
+  const page = await fetch(url)
+  t.equal(page.status, 200)
+  t.match(await page.text(), /<form method="post"/)
+  t.equal((await h.request('GET', `/players/${player.id}`, { key: tenant.key })).body.data.profile.consent.email.granted, true, 'GET changed nothing')
+  const post = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'List-Unsubscribe=One-Click' })
+  t.equal(post.status, 200)
+  t.equal((await fetch(url, { method: 'POST', body: 'List-Unsubscribe=One-Click' })).status, 200)
+  t.equal((await h.request('GET', `/players/${player.id}`, { key: tenant.key })).body.data.profile.consent.email.granted, false)
+  const events = (await outboxOf(h, tenant.id)).filter((e) => e.event === 'email.unsubscribed')
+  t.equal(events.length, 1, 'fired once')
+  t.match(events[0]!.data, { player_id: player.id, email: address, channel: 'email', notification_id: sent.notification_id })
+  const later = await h.request('POST', '/notifications/send', { key: tenant.key, body: { player_id: player.id, channel: 'email', payload: { body: 'again' } } })
+  t.equal(later.body.queued, false)
+  t.match(later.body.data, { status: 'suppressed', reason: 'unsubscribed' })
+  const transactional = await send(h, tenant, { player_id: player.id, channel: 'email', class: 'transactional', payload: { subject: 'Receipt', body: 'ok' } })
+  t.equal((await waitForStatus(h, tenant, transactional.notification_id, ['delivered', 'failed'])).status, 'delivered', 'transactional still goes')
+  // A consent_update granting email again lifts it.
+  await ingest(h, tenant, [{ player_id: player.externalId, event_type: 'consent_update', payload: { channel: 'email', granted: true } }])
+  const again = await send(h, tenant, { player_id: player.id, channel: 'email', payload: { body: 'back' } })
+  t.equal(again.queued, true)
+})
+
+t.test('a 5xx refusal of the recipient is a bounce; the address stays undeliverable until it changes', async (t) => {
+  const tenant = await emailTenant()
+  const player = await makePlayer(h, tenant, { email: `bounce-${Date.now()}@example.com`, consent: ['email'] })
+  const sent = await send(h, tenant, { player_id: player.id, channel: 'email', payload: { subject: 'S', body: 'x' } })
+  const n = await waitForStatus(h, tenant, sent.notification_id, ['bounced', 'delivered', 'failed'])
+  t.equal(n.status, 'bounced')
+  t.match(n.error, /550/)
+  t.equal(n.attempts, 1)
+  const bounced = (await outboxOf(h, tenant.id)).filter((e) => e.event === 'message.bounced')
+  t.equal(bounced.length, 1)
+  t.match(bounced[0]!.data, { notification_id: sent.notification_id, player_id: player.id, channel: 'email', reason: /550/ })
+  const next = await h.request('POST', '/notifications/send', { key: tenant.key, body: { player_id: player.id, channel: 'email', class: 'transactional', payload: { body: 'x' } } })
+  t.match(next.body.data, { status: 'suppressed', reason: 'undeliverable_address' })
+  await h.request('PATCH', `/players/${player.id}`, { key: tenant.key, body: { email: `fixed-${Date.now()}@example.com` } })
+  const fixed = await send(h, tenant, { player_id: player.id, channel: 'email', payload: { body: 'x' } })
+  t.equal((await waitForStatus(h, tenant, fixed.notification_id, ['delivered', 'failed', 'bounced'])).status, 'delivered', 'a changed address is tried')
+})
+
+t.test('transient refusals are retried up to 5 attempts, then failed', async (t) => {
+  const tenant = await emailTenant()
+  const address = `busy-${Date.now()}@example.com`
+  const player = await makePlayer(h, tenant, { email: address, consent: ['email'] })
+  const sent = await send(h, tenant, { player_id: player.id, channel: 'email', payload: { body: 'x' } })
+  const n = await waitForStatus(h, tenant, sent.notification_id, ['failed', 'delivered', 'bounced'], 30_000)
+  t.equal(n.status, 'failed')
+  t.equal(n.attempts, 5)
+  t.match(n.error, /451.*after 5 attempts/)
+  t.equal(rcptCalls.get(address), 5)
+  t.equal(n.delivered_at, null)
+})
+
+t.test('a send is not delivered when the brand has no email settings', async (t) => {
+  const tenant = await h.createTenant()
+  const player = await makePlayer(h, tenant, { email: `none-${Date.now()}@example.com`, consent: ['email'] })
+  const sent = await send(h, tenant, { player_id: player.id, channel: 'email', payload: { body: 'x' } })
+  const n = await waitForStatus(h, tenant, sent.notification_id, ['failed', 'delivered'])
+  t.match(n, { status: 'failed', error: 'the email channel is not configured for the brand' })
+})

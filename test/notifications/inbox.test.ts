@@ -1,0 +1,123 @@
+// In-app: stored in the inbox, pushed over the inbox WebSocket (a `ws` client), read (first read = open),
+// listed with cursors, tokens checked, tenants isolated.
+import t from 'tap'
+import WebSocket from 'ws'
+import { startHarness } from '../helpers/harness.ts'
+import { makePlayer, outboxOf, send, waitForStatus } from './delivery-helpers.ts'
+
+const h = await startHarness(t)
+
+function openSocket(token: string): Promise<{ ws: WebSocket; messages: any[]; next(): Promise<any> }> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`${h.origin.replace('http', 'ws')}/api/v1/inbox/ws?token=${encodeURIComponent(token)}`)
+    const messages: any[] = []
+    const waiters: ((m: any) => void)[] = []
+    ws.on('message', (raw) => {
+      const m = JSON.parse(String(raw))
+      const w = waiters.shift()
+      if (w) w(m)
+      else messages.push(m)
+    })
+    ws.on('open', () =>
+      resolve({ ws, messages, next: () => (messages.length ? Promise.resolve(messages.shift()) : new Promise((r) => waiters.push(r))) }),
+    )
+    ws.on('unexpected-response', (_req, res) => reject(new Error(`status ${res.statusCode}`)))
+    ws.on('error', reject)
+  })
+}
+
+t.test('an in-app message is delivered to the inbox and pushed to the open socket', async (t) => {
+  const tenant = await h.createTenant()
+  const player = await makePlayer(h, tenant, { name: 'Ada' })
+  const tok = await h.request('POST', `/players/${player.id}/inbox/token`, { key: tenant.key })
+  t.equal(tok.status, 201)
+  t.ok(Date.parse(tok.body.data.expires_at) > Date.now() + 14 * 60_000)
+  const socket = await openSocket(tok.body.data.token)
+  t.teardown(() => socket.ws.close())
+
+  const sent = await send(h, tenant, { player_id: player.id, channel: 'in_app', payload: { subject: 'Hi {{name}}', body: 'Welcome <{{ bonus | a gift }}>' } })
+  t.equal(sent.queued, true)
+  const pushed = await socket.next()
+  t.equal(pushed.type, 'message')
+  t.match(pushed.data, { id: sent.notification_id, subject: 'Hi Ada', body: 'Welcome <a gift>', campaign_id: null, read_at: null })
+
+  const n = await waitForStatus(h, tenant, sent.notification_id, ['delivered'])
+  t.ok(n.delivered_at && n.sent_at)
+  t.equal(n.attempts, 1)
+  const inbox = await h.request('GET', `/players/${player.id}/inbox`, { key: tenant.key })
+  t.same(inbox.body.data.map((i: any) => i.id), [sent.notification_id])
+  t.same(Object.keys(inbox.body.data[0]).sort(), ['body', 'campaign_id', 'created_at', 'id', 'read_at', 'subject'])
+
+  const read = await h.request('POST', `/players/${player.id}/inbox/${sent.notification_id}/read`, { key: tenant.key })
+  t.equal(read.status, 200)
+  t.ok(read.body.data.read_at)
+  const again = await h.request('POST', `/players/${player.id}/inbox/${sent.notification_id}/read`, { key: tenant.key })
+  t.equal(again.body.data.read_at, read.body.data.read_at, 'the first read stays')
+  const after = await h.request('GET', `/notifications/${sent.notification_id}`, { key: tenant.key })
+  t.ok(after.body.data.opened_at, 'the first read counts as the open')
+  const unread = await h.request('GET', `/players/${player.id}/inbox`, { key: tenant.key, query: { unread: true } })
+  t.same(unread.body.data, [])
+
+  const events = await outboxOf(h, tenant.id)
+  t.same(events.map((e) => e.event), ['message.delivered'], 'no message.opened for in-app')
+  t.match(events[0]!.data, { notification_id: sent.notification_id, player_id: player.id, channel: 'in_app' })
+})
+
+t.test('inbox paging with cursors, newest first', async (t) => {
+  const tenant = await h.createTenant()
+  const player = await makePlayer(h, tenant)
+  const ids: string[] = []
+  for (let i = 0; i < 3; i++) ids.push((await send(h, tenant, { player_id: player.id, channel: 'in_app', payload: { body: `m${i}` } })).notification_id)
+  for (const id of ids) await waitForStatus(h, tenant, id, ['delivered'])
+  const p1 = await h.request('GET', `/players/${player.id}/inbox`, { key: tenant.key, query: { limit: 2 } })
+  t.same(p1.body.data.map((i: any) => i.body), ['m2', 'm1'])
+  const p2 = await h.request('GET', `/players/${player.id}/inbox`, { key: tenant.key, query: { limit: 2, cursor: p1.body.next_cursor } })
+  t.same(p2.body.data.map((i: any) => i.body), ['m0'])
+  t.equal(p2.body.next_cursor, null)
+  const forged = await h.request('GET', `/players/${player.id}/inbox`, { key: tenant.key, query: { cursor: 'x.y' } })
+  t.equal(forged.status, 400)
+  const list = await h.request('GET', '/notifications', { key: tenant.key, query: { player_id: player.id, limit: 2 } })
+  t.same(list.body.data.map((n: any) => n.id), [ids[2], ids[1]])
+  const rest = await h.request('GET', '/notifications', { key: tenant.key, query: { player_id: player.id, limit: 2, cursor: list.body.next_cursor } })
+  t.same(rest.body.data.map((n: any) => n.id), [ids[0]])
+  const byStatus = await h.request('GET', '/notifications', { key: tenant.key, query: { status: 'delivered', channel: 'in_app' } })
+  t.equal(byStatus.body.data.length, 3)
+  const bad = await h.request('GET', '/notifications', { key: tenant.key, query: { status: 'sent' } })
+  t.equal(bad.status, 400)
+})
+
+t.test('socket tokens: forged or foreign are refused; a socket only hears its own player', async (t) => {
+  const tenant = await h.createTenant()
+  const a = await makePlayer(h, tenant)
+  const b = await makePlayer(h, tenant)
+  await t.rejects(openSocket('nope'), /401/)
+  const tokA = (await h.request('POST', `/players/${a.id}/inbox/token`, { key: tenant.key })).body.data.token
+  await t.rejects(openSocket(`${tokA}x`), /401/)
+  const socket = await openSocket(tokA)
+  t.teardown(() => socket.ws.close())
+  const toB = await send(h, tenant, { player_id: b.id, channel: 'in_app', payload: { body: 'for b' } })
+  const toA = await send(h, tenant, { player_id: a.id, channel: 'in_app', payload: { body: 'for a' } })
+  await waitForStatus(h, tenant, toB.notification_id, ['delivered'])
+  const got = await socket.next()
+  t.equal(got.data.id, toA.notification_id)
+  t.equal(socket.messages.length, 0)
+})
+
+t.test('tenant isolation on the inbox, notification and contact routes', async (t) => {
+  const tenant = await h.createTenant()
+  const other = await h.createTenant()
+  const player = await makePlayer(h, tenant)
+  const sent = await send(h, tenant, { player_id: player.id, channel: 'in_app', payload: { body: 'x' } })
+  await waitForStatus(h, tenant, sent.notification_id, ['delivered'])
+  const k = other.key
+  t.equal((await h.request('GET', `/notifications/${sent.notification_id}`, { key: k })).status, 404)
+  t.same((await h.request('GET', '/notifications', { key: k, query: { player_id: player.id } })).body.data, [])
+  t.equal((await h.request('GET', `/players/${player.id}/inbox`, { key: k })).status, 404)
+  t.equal((await h.request('POST', `/players/${player.id}/inbox/${sent.notification_id}/read`, { key: k })).status, 404)
+  t.equal((await h.request('POST', `/players/${player.id}/inbox/token`, { key: k })).status, 404)
+  t.equal((await h.request('PUT', `/players/${player.id}/telegram`, { key: k, body: { chat_id: '1' } })).status, 404)
+  t.equal((await h.request('DELETE', `/players/${player.id}/telegram`, { key: k })).status, 404)
+  t.equal((await h.request('GET', `/players/${player.id}/push-subscriptions`, { key: k })).status, 404)
+  const otherPlayer = await makePlayer(h, other)
+  t.equal((await h.request('POST', `/players/${otherPlayer.id}/inbox/${sent.notification_id}/read`, { key: k })).status, 404, "another tenant's message id")
+})

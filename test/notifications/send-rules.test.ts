@@ -1,0 +1,153 @@
+// The send rules end to end (in-app, so no peer is needed): every suppression reason, transactional vs
+// marketing, consent from consent_update events, caps counted in the player's zone, quiet hours holding
+// a message and the re-check at dispatch, the campaign enqueue's idempotency.
+import t from 'tap'
+import { enqueueNotification, campaignDeliveryStats } from '../../src/notifications/service.ts'
+import { startOfDay } from '../../src/lib/zoned-time.ts'
+import { startHarness } from '../helpers/harness.ts'
+import { ingest, makePlayer, send, waitForStatus } from './delivery-helpers.ts'
+
+const h = await startHarness(t)
+
+const trySend = (key: string, body: Record<string, unknown>) => h.request('POST', '/notifications/send', { key, body: { channel: 'in_app', payload: { body: 'x' }, ...body } })
+
+t.test('player status: marketing only to active players; transactional never to closed ones', async (t) => {
+  const tenant = await h.createTenant()
+  for (const status of ['self_excluded', 'suspended', 'closed']) {
+    const p = await makePlayer(h, tenant, { status })
+    const res = await trySend(tenant.key, { player_id: p.id })
+    t.equal(res.status, 202)
+    t.equal(res.body.queued, false, status)
+    t.match(res.body.data, { status: 'suppressed', reason: status, class: 'marketing' })
+    const tx = await trySend(tenant.key, { player_id: p.id, class: 'transactional' })
+    if (status === 'closed') t.match(tx.body.data, { status: 'suppressed', reason: 'closed' })
+    else t.equal((await waitForStatus(h, tenant, tx.body.notification_id, ['delivered', 'suppressed'])).status, 'delivered', `transactional to ${status}`)
+  }
+})
+
+t.test('consent: from consent_update events, and the brand policy', async (t) => {
+  const tenant = await h.createTenant()
+  const p = await makePlayer(h, tenant)
+  t.equal((await trySend(tenant.key, { player_id: p.id })).body.queued, true, 'in_app is opt-out by default')
+  await ingest(h, tenant, [{ player_id: p.externalId, event_type: 'consent_update', payload: { channel: 'in_app', granted: false } }])
+  t.match((await trySend(tenant.key, { player_id: p.id })).body.data, { status: 'suppressed', reason: 'no_consent' })
+  await ingest(h, tenant, [{ player_id: p.externalId, event_type: 'consent_update', payload: { channel: 'in_app', granted: true } }])
+  t.equal((await trySend(tenant.key, { player_id: p.id })).body.queued, true)
+
+  const q = await makePlayer(h, tenant, { email: 'q@example.com' })
+  t.match((await trySend(tenant.key, { player_id: q.id, channel: 'email' })).body.data, { reason: 'no_consent' }, 'email is opt-in by default')
+  const put = await h.request('PUT', '/settings/delivery', { key: tenant.key, body: { consent_policy: { in_app: 'opt_in' } } })
+  t.equal(put.status, 200)
+  t.same(put.body.data, { frequency_caps: [], quiet_hours: null, consent_policy: { email: 'opt_in', telegram: 'opt_in', push: 'opt_out', in_app: 'opt_in' } })
+  t.match((await trySend(tenant.key, { player_id: q.id })).body.data, { reason: 'no_consent' })
+})
+
+t.test('no address: email without one, telegram without a chat id, push without a subscription', async (t) => {
+  const tenant = await h.createTenant()
+  const p = await makePlayer(h, tenant, { consent: ['email', 'telegram'] })
+  for (const channel of ['email', 'telegram', 'push']) {
+    t.match((await trySend(tenant.key, { player_id: p.id, channel })).body.data, { status: 'suppressed', reason: 'no_address' }, channel)
+  }
+})
+
+t.test('a missing variable without fallback fails the message', async (t) => {
+  const tenant = await h.createTenant()
+  const p = await makePlayer(h, tenant)
+  const sent = await send(h, tenant, { player_id: p.id, channel: 'in_app', payload: { body: 'Code {{code}} for {{name}}' } })
+  t.match(await waitForStatus(h, tenant, sent.notification_id, ['failed', 'delivered']), { status: 'failed', error: 'missing variable: code' })
+})
+
+t.test('the template in the player language is used when there is one', async (t) => {
+  const tenant = await h.createTenant()
+  const p = await makePlayer(h, tenant, { language: 'it' })
+  const en = await h.request('POST', '/notifications/templates', { key: tenant.key, body: { name: 'welcome', channel: 'in_app', subject: 'Welcome', body: 'Hello {{name}}' } })
+  await h.request('POST', '/notifications/templates', { key: tenant.key, body: { name: 'welcome', channel: 'in_app', locale: 'it', subject: 'Benvenuto', body: 'Ciao {{name}}' } })
+  const sent = await send(h, tenant, { player_id: p.id, channel: 'in_app', template_id: en.body.data.id })
+  await waitForStatus(h, tenant, sent.notification_id, ['delivered'])
+  const inbox = await h.request('GET', `/players/${p.id}/inbox`, { key: tenant.key })
+  t.match(inbox.body.data[0], { subject: 'Benvenuto', body: 'Ciao Ada' })
+})
+
+t.test('frequency caps count marketing messages per day in the player zone', async (t) => {
+  const tenant = await h.createTenant()
+  await h.request('PUT', '/settings/delivery', { key: tenant.key, body: { frequency_caps: [{ channel: 'in_app', max: 2, per: 'day' }] } })
+  const p = await makePlayer(h, tenant, { timezone: 'Asia/Tokyo' })
+  // Delivered just before today's midnight in Tokyo: yesterday there, so it does not count today.
+  const midnight = startOfDay(new Date(), 'Asia/Tokyo')
+  await h.app.ctx.sql`
+    insert into notifications (tenant_id, brand_id, player_id, channel, status, class, sent_at, delivered_at)
+    values (${tenant.id}, ${tenant.brand.id}, ${p.id}, 'in_app', 'delivered', 'marketing', ${new Date(midnight.getTime() - 60_000)}, ${new Date(midnight.getTime() - 60_000)}),
+           (${tenant.id}, ${tenant.brand.id}, ${p.id}, 'in_app', 'delivered', 'marketing', ${new Date(midnight.getTime() + 60_000)}, ${new Date(midnight.getTime() + 60_000)})`
+  const first = await send(h, tenant, { player_id: p.id, channel: 'in_app', payload: { body: 'one' } })
+  t.equal((await waitForStatus(h, tenant, first.notification_id, ['delivered', 'suppressed'])).status, 'delivered', 'one today so far: under the cap of 2')
+  const second = await trySend(tenant.key, { player_id: p.id })
+  t.match(second.body.data, { status: 'suppressed', reason: 'frequency_cap' })
+  const tx = await trySend(tenant.key, { player_id: p.id, class: 'transactional' })
+  t.equal(tx.body.queued, true, 'transactional is not capped')
+  const put = await h.request('PUT', '/settings/delivery', { key: tenant.key, body: { frequency_caps: [{ channel: 'email', max: 1, per: 'week' }] } })
+  t.equal(put.status, 200)
+  t.equal((await trySend(tenant.key, { player_id: p.id })).body.queued, true, 'a cap of another channel does not apply')
+})
+
+t.test('quiet hours hold a message; the re-check at dispatch stops it when the player self-excluded meanwhile', async (t) => {
+  const tenant = await h.createTenant()
+  const now = new Date()
+  const hhmm = (d: Date) => d.toISOString().slice(11, 16)
+  // A window around now, in UTC.
+  await h.request('PUT', '/settings/delivery', {
+    key: tenant.key,
+    body: { quiet_hours: { start: hhmm(new Date(now.getTime() - 3600_000)), end: hhmm(new Date(now.getTime() + 3600_000)), timezone: 'UTC' } },
+  })
+  const held = await makePlayer(h, tenant)
+  const free = await makePlayer(h, tenant)
+  const a = await send(h, tenant, { player_id: held.id, channel: 'in_app', payload: { body: 'held' } })
+  const b = await send(h, tenant, { player_id: free.id, channel: 'in_app', payload: { body: 'later' } })
+  t.equal(a.data.status, 'queued')
+  const until = Date.parse(a.data.scheduled_at)
+  t.ok(until > now.getTime() + 3500_000 && until <= now.getTime() + 3600_000, 'scheduled_at says until when')
+  await new Promise((r) => setTimeout(r, 700))
+  t.equal((await waitForStatus(h, tenant, a.notification_id, ['queued'])).status, 'queued', 'still held')
+
+  await ingest(h, tenant, [{ player_id: held.externalId, event_type: 'status_change', payload: { status: 'self_excluded' } }])
+  // The quiet hours end: the settings drop them and the held messages come due.
+  await h.request('PUT', '/settings/delivery', { key: tenant.key, body: {} })
+  await h.app.ctx.sql`update notifications set due_at = now() where id in (${a.notification_id}, ${b.notification_id})`
+  h.app.ctx.delivery?.wake()
+  t.match(await waitForStatus(h, tenant, a.notification_id, ['suppressed', 'delivered']), { status: 'suppressed', reason: 'self_excluded', delivered_at: null })
+  t.equal((await waitForStatus(h, tenant, b.notification_id, ['suppressed', 'delivered'])).status, 'delivered', 'the other one is sent when they end')
+})
+
+t.test('enqueueNotification: idempotent per key inside a caller transaction; cancelled campaigns suppress; stats', async (t) => {
+  const tenant = await h.createTenant()
+  const p = await makePlayer(h, tenant)
+  const sql = h.app.ctx.sql
+  const [campaign] = await sql<{ id: string }[]>`
+    insert into campaigns (tenant_id, brand_id, name, type, channels, status) values (${tenant.id}, ${tenant.brand.id}, 'c', 'one_shot', '{in_app}', 'running') returning id`
+  const input = {
+    tenantId: tenant.id, brandId: tenant.brand.id, playerId: p.id, channel: 'in_app' as const, content: { subject: 'S', body: 'B' },
+    campaignId: campaign!.id, idempotencyKey: `${campaign!.id}:run1:${p.id}:step0:in_app`,
+  }
+  const first = await sql.begin((tx) => enqueueNotification(tx, h.app.ctx, input))
+  const second = await sql.begin((tx) => enqueueNotification(tx, h.app.ctx, input))
+  t.equal(first.created, true)
+  t.equal(second.created, false)
+  t.equal(second.notification.id, first.notification.id)
+  const rolledBack = await sql.begin(async (tx) => {
+    await enqueueNotification(tx, h.app.ctx, { ...input, idempotencyKey: 'rolled-back' })
+    throw new Error('abort')
+  }).catch(() => 'aborted')
+  t.equal(rolledBack, 'aborted')
+  t.equal((await sql`select 1 from notifications where idempotency_key = 'rolled-back'`).length, 0, 'nothing outside the caller transaction')
+
+  const delivered = await waitForStatus(h, tenant, first.notification.id, ['delivered'])
+  t.equal(delivered.campaign_id, campaign!.id)
+  const [event] = await sql<{ data: any }[]>`select data from outbox where tenant_id = ${tenant.id} and event = 'message.delivered'`
+  t.match(event!.data, { notification_id: first.notification.id, campaign_id: campaign!.id, campaign_send_id: first.notification.id })
+
+  await sql`update campaigns set status = 'cancelled' where id = ${campaign!.id}`
+  const cancelled = await enqueueNotification(sql, h.app.ctx, { ...input, idempotencyKey: 'after-cancel' })
+  t.match(cancelled.notification, { status: 'suppressed', reason: 'campaign_cancelled' })
+  t.match(await campaignDeliveryStats(sql, campaign!.id), { delivered: 1, suppressed: 1, queued: 0 })
+  const listed = await h.request('GET', '/notifications', { key: tenant.key, query: { campaign_id: campaign!.id } })
+  t.equal(listed.body.data.length, 2)
+})
