@@ -1,6 +1,7 @@
 // The five routes of a brand-owned definition resource (list, create, get, patch, delete), generated from
 // its descriptor and schemas so that every resource behaves the same way.
 import Type, { type TObject, type TSchema } from 'typebox'
+import type { AppContext } from '../context.ts'
 import { defineRoute, type RouteDef } from '../http/route.ts'
 import { data, IdParams, Uuid } from '../lib/schemas.ts'
 import { visibilityOf } from '../lib/visibility.ts'
@@ -27,6 +28,8 @@ export interface CrudRoutesSpec {
   /** Replaces the default `{ data: [...] }` list (missions are paged). */
   list?: RouteDef
   listSummary?: string
+  /** After a create, patch or delete (e.g. the engines reload their rules). */
+  onChange?: (ctx: AppContext) => Promise<void>
 }
 
 export function crudRoutes(spec: CrudRoutesSpec): RouteDef[] {
@@ -54,7 +57,9 @@ export function crudRoutes(spec: CrudRoutesSpec): RouteDef[] {
       handler: async (ctx, req) => {
         const brand = await req.resolveBrand()
         const fields = withoutBrand(req.body as Row)
-        return { data: await createRow(ctx.sql, def, { tenantId: req.principal.tenantId, brandId: brand.id, fields }) }
+        const created = await createRow(ctx.sql, def, { tenantId: req.principal.tenantId, brandId: brand.id, fields })
+        await spec.onChange?.(ctx)
+        return { data: created }
       },
     }),
     defineRoute({
@@ -69,14 +74,20 @@ export function crudRoutes(spec: CrudRoutesSpec): RouteDef[] {
       params: IdParams, body: spec.patchBody, responses: { 200: data(spec.schema) },
       handler: async (ctx, req) => {
         const fields = withoutBrand(req.body as Row)
-        return { data: await patchRow(ctx.sql, def, { ...visibilityOf(req.principal), id: req.params.id, fields }) }
+        const updated = await patchRow(ctx.sql, def, { ...visibilityOf(req.principal), id: req.params.id, fields })
+        await spec.onChange?.(ctx)
+        return { data: updated }
       },
     }),
     defineRoute({
       method: 'DELETE', path: item, operationId: `delete${singular}`, tags,
       summary: `Delete a ${def.label}`,
       params: IdParams, responses: { 200: DeletedBody },
-      handler: async (ctx, req) => ({ data: await deleteRow(ctx.sql, def, { ...visibilityOf(req.principal), id: req.params.id }) }),
+      handler: async (ctx, req) => {
+        const deleted = await deleteRow(ctx.sql, def, { ...visibilityOf(req.principal), id: req.params.id })
+        await spec.onChange?.(ctx)
+        return { data: deleted }
+      },
     }),
   ]
 }

@@ -24,6 +24,8 @@ export interface ResourceDef<Out> {
   toOut(row: Row): Out
   /** Rules across fields, checked on the complete record (the stored row merged with a patch). */
   check?(record: Row): FieldError[]
+  /** References to other resources of the brand (reward currencies, badges, bonuses), on the complete record. */
+  checkRefs?(sql: Sql, record: Row, brandId: string): Promise<FieldError[]>
 }
 
 // postgres.js's helper types want `any` values; every value here is a validated request field.
@@ -46,12 +48,18 @@ function runChecks(def: ResourceDef<unknown>, record: Row): void {
   if (errors.length) throw badRequest(`invalid ${def.label}`, { errors })
 }
 
+async function runRefChecks(sql: Sql, def: ResourceDef<unknown>, record: Row, brandId: string): Promise<void> {
+  const errors = (await def.checkRefs?.(sql, record, brandId)) ?? []
+  if (errors.length) throw badRequest(`invalid ${def.label}`, { errors })
+}
+
 export async function createRow<Out>(
   sql: Sql,
   def: ResourceDef<Out>,
   input: { tenantId: string; brandId: string; fields: Row },
 ): Promise<Out> {
   runChecks(def, input.fields)
+  await runRefChecks(sql, def, input.fields, input.brandId)
   const { row, columns } = values(sql, def, input.fields)
   const all: Values = { ...row, tenant_id: input.tenantId, brand_id: input.brandId }
   // A value PostgreSQL refuses (a date out of its range, ...) is a 400 VALUE_REJECTED (http/errors.ts).
@@ -124,6 +132,7 @@ export async function patchRow<Out>(
     const merged: Row = { ...current }
     for (const column of columns) merged[column] = input.fields[column]
     runChecks(def, merged)
+    await runRefChecks(tx as unknown as Sql, def, merged, current.brand_id as string)
     const [updated] = await tx<Row[]>`
       update ${tx(def.table)} set ${tx(row, columns)}, updated_at = now()
       where id = ${input.id}

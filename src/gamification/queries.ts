@@ -4,6 +4,8 @@ import type { Sql } from '../db/postgres.ts'
 import type { PlayerRef } from '../players/service.ts'
 import { iso, num } from '../lib/rows.ts'
 import type { Row } from './crud.ts'
+import { periodStart } from './periods.ts'
+import type { MissionRules } from './rules.ts'
 import type { PlayerGamificationProfile } from './schemas.ts'
 
 type Profile = PlayerGamificationProfile
@@ -23,17 +25,19 @@ export async function pointBalances(sql: Sql, p: PlayerRef): Promise<Profile['po
     symbol: r.symbol as string,
     type: r.type as string,
     balance: num(r.balance) as number,
+    lifetime: num(r.lifetime_earned) as number,
     lifetime_earned: num(r.lifetime_earned) as number,
   }))
 }
 
-/** The brand's level currency: its oldest `virtual` currency. */
-export async function levelCurrencyId(sql: Sql, p: PlayerRef): Promise<string | undefined> {
-  const [row] = await sql<{ id: string }[]>`
-    select id from gamification_currencies
-    where tenant_id = ${p.tenantId} and brand_id = ${p.brandId} and type = 'virtual'
-    order by created_at, id limit 1`
-  return row?.id
+
+/** Lifetime points earned in the brand's virtual currencies: what the level is computed from. */
+export async function levelPoints(sql: Sql, p: PlayerRef): Promise<number> {
+  const [row] = await sql<{ points: string }[]>`
+    select coalesce(sum(b.lifetime_earned), 0) as points
+    from player_point_balances b join gamification_currencies c on c.id = b.currency_id
+    where b.player_id = ${p.id} and c.brand_id = ${p.brandId} and c.type = 'virtual'`
+  return Number(row?.points ?? 0)
 }
 
 export async function levelForPoints(sql: Sql, p: PlayerRef & { points: number }): Promise<Row | undefined> {
@@ -51,8 +55,9 @@ export async function levelForPoints(sql: Sql, p: PlayerRef & { points: number }
  */
 export async function activeMissions(sql: Sql, p: PlayerRef & { now: Date }): Promise<Profile['active_missions']> {
   const rows = await sql<Row[]>`
-    select m.id as mission_id, m.name, m.description, m.type, m.rewards, m.max_completions_per_player,
-           m.starts_at, m.ends_at, coalesce(pm.progress, '{}'::jsonb) as progress, coalesce(pm.completions, 0) as completions
+    select m.id as mission_id, m.name, m.description, m.type, m.rules, m.rewards, m.max_completions_per_player, m.total,
+           m.starts_at, m.ends_at, pm.value, pm.stage, pm.period_start, pm.joined_at, coalesce(pm.completions, 0) as completions,
+           coalesce(pm.period_done, false) as period_done
     from gamification_missions m
     left join player_missions pm on pm.mission_id = m.id and pm.player_id = ${p.id}
     where m.tenant_id = ${p.tenantId} and m.brand_id = ${p.brandId} and m.status = 'active'
@@ -60,18 +65,36 @@ export async function activeMissions(sql: Sql, p: PlayerRef & { now: Date }): Pr
       and (m.ends_at is null or m.ends_at > ${p.now})
       and (m.max_completions_per_player is null or coalesce(pm.completions, 0) < m.max_completions_per_player)
     order by m.created_at, m.id`
-  return rows.map((r) => ({
-    mission_id: r.mission_id as string,
-    name: r.name as string,
-    description: (r.description as string | null) ?? null,
-    type: r.type as Profile['active_missions'][number]['type'],
-    rewards: r.rewards as Record<string, unknown>,
-    max_completions_per_player: (r.max_completions_per_player as number | null) ?? null,
-    starts_at: iso(r.starts_at),
-    ends_at: iso(r.ends_at),
-    progress: r.progress as Record<string, unknown>,
-    completions: Number(r.completions),
-  }))
+  // Missions without periods that the player completed are done for good (daily/weekly show until the period ends).
+  return rows.filter((r) => !(r.period_done && (r.type === 'one_time' || r.type === 'progressive' || r.type === 'collaborative'))).map((r) => {
+    const rules = (r.rules ?? {}) as MissionRules
+    const type = r.type as Profile['active_missions'][number]['type']
+    // A period that has ended since the last event starts again from 0.
+    const current = periodStart(type, rules.timezone ?? 'UTC', p.now)
+    const stored = r.period_start ? new Date(r.period_start as string) : null
+    const stale = current !== null && (stored === null || stored.getTime() < current.getTime())
+    const stage = stale ? 0 : Number(r.stage ?? 0)
+    const target = type === 'progressive' ? (rules.stages?.[Math.min(stage, (rules.stages?.length ?? 1) - 1)]?.target ?? null) : (rules.target ?? null)
+    const optIn = rules.opt_in === true
+    return {
+      mission_id: r.mission_id as string,
+      name: r.name as string,
+      description: (r.description as string | null) ?? null,
+      type,
+      rewards: r.rewards as Record<string, unknown>,
+      max_completions_per_player: (r.max_completions_per_player as number | null) ?? null,
+      starts_at: iso(r.starts_at),
+      ends_at: iso(r.ends_at),
+      progress: stale ? 0 : Number(r.value ?? 0),
+      target,
+      stage,
+      completions: Number(r.completions),
+      period_start: current ? current.toISOString() : null,
+      opt_in: optIn,
+      joined: !optIn || r.joined_at != null,
+      ...(type === 'collaborative' ? { total: Number(r.total ?? 0) } : {}),
+    }
+  })
 }
 
 export async function earnedBadges(sql: Sql, p: PlayerRef): Promise<Profile['badges_earned']> {

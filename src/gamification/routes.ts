@@ -1,3 +1,4 @@
+import type { AppContext } from '../context.ts'
 import { defineRoute, type RouteDef } from '../http/route.ts'
 import { data, pagination } from '../lib/schemas.ts'
 import { pageRows } from './crud.ts'
@@ -24,6 +25,10 @@ import {
 import { badges, currencies, getPlayerProfile, levels, missions } from './service.ts'
 
 const tag = 'gamification'
+/** Rule changes: the event stream's interest and the engine's compiled rules are reloaded everywhere. */
+export const rulesChanged = async (ctx: AppContext) => {
+  await ctx.stream?.interestChanged('*')
+}
 
 const listMissions = defineRoute({
   method: 'GET', path: '/gamification/missions', operationId: 'listMissions', tags: [tag], brandScoped: true,
@@ -46,11 +51,11 @@ export const gamificationRoutes: RouteDef[] = [
   }),
   ...crudRoutes({
     path: '/gamification/missions', tag, singular: 'Mission', plural: 'Missions', def: missions, schema: Mission,
-    createBody: CreateMissionBody, patchBody: PatchMissionBody, list: listMissions,
+    createBody: CreateMissionBody, patchBody: PatchMissionBody, list: listMissions, onChange: rulesChanged,
   }),
   ...crudRoutes({
     path: '/gamification/badges', tag, singular: 'Badge', plural: 'Badges', def: badges, schema: Badge,
-    createBody: CreateBadgeBody, patchBody: PatchBadgeBody,
+    createBody: CreateBadgeBody, patchBody: PatchBadgeBody, onChange: rulesChanged,
   }),
   ...crudRoutes({
     path: '/gamification/currencies', tag, singular: 'Currency', plural: 'Currencies', def: currencies, schema: PointCurrency,

@@ -152,6 +152,8 @@ export const PointBalance = Type.Object({
   symbol: Type.String(),
   type: Type.String(),
   balance: Type.Number(),
+  /** Everything ever credited (spending does not lower it); `lifetime_earned` is the same figure. */
+  lifetime: Type.Number(),
   lifetime_earned: Type.Number(),
 })
 export const ActiveMission = Type.Object({
@@ -163,8 +165,20 @@ export const ActiveMission = Type.Object({
   max_completions_per_player: Nullable(Type.Integer()),
   starts_at: Nullable(DateTime),
   ends_at: Nullable(DateTime),
-  progress: FreeObject,
+  /** Measured so far in the current period (daily/weekly) or overall; for collaborative, the player's contribution. */
+  progress: Type.Number(),
+  /** The target of the next stage (progressive) or the mission's target; null without rules. */
+  target: Nullable(Type.Number()),
+  /** Stages completed so far (progressive; 0 otherwise). */
+  stage: Type.Integer(),
   completions: Type.Integer(),
+  /** Start of the current period (daily/weekly, in the mission's time zone), else null. */
+  period_start: Nullable(DateTime),
+  opt_in: Type.Boolean(),
+  /** Opt-in missions: whether the player joined (always true for the others). */
+  joined: Type.Boolean(),
+  /** Collaborative missions: the brand-wide total so far. */
+  total: Type.Optional(Type.Number()),
 })
 export const EarnedBadge = Type.Object({
   badge_id: Uuid,

@@ -5,6 +5,7 @@ import type { FieldError } from '../http/router.ts'
 import type { Visibility } from '../lib/visibility.ts'
 import { iso, num } from '../lib/rows.ts'
 import { endsAfterStarts, type ResourceDef, type Row } from './crud.ts'
+import { checkBadge, checkMission, missionRefs } from './validation.ts'
 import { findPlayerRef } from '../players/service.ts'
 import * as q from './queries.ts'
 import type { Badge, Level, Mission, PlayerGamificationProfile, PointCurrency } from './schemas.ts'
@@ -56,7 +57,8 @@ export const missions: ResourceDef<Mission> = {
     created_at: iso(r.created_at) as string,
     updated_at: iso(r.updated_at) as string,
   }),
-  check: endsAfterStarts,
+  check: (record) => [...endsAfterStarts(record), ...checkMission(record)],
+  checkRefs: missionRefs,
 }
 
 export const badges: ResourceDef<Badge> = {
@@ -74,6 +76,7 @@ export const badges: ResourceDef<Badge> = {
     rarity: r.rarity as Badge['rarity'],
     created_at: iso(r.created_at) as string,
   }),
+  check: checkBadge,
 }
 
 export const currencies: ResourceDef<PointCurrency> = {
@@ -93,9 +96,9 @@ export const currencies: ResourceDef<PointCurrency> = {
 /**
  * The player's gamification profile, in the player's own brand.
  *
- * Level points are the player's lifetime earned points in the brand's level currency: its first `virtual`
- * currency (oldest by creation). Without such a currency, or before the engine credits anything, the points
- * are 0. The current level is the highest-tier level whose min_points ≤ points (null when none).
+ * Level points are the player's lifetime points earned in the brand's `virtual` currencies (contract-engines
+ * §5; spending never lowers them). The current level is the highest-tier level whose min_points ≤ points
+ * (null when none).
  */
 export async function getPlayerProfile(
   ctx: AppContext,
@@ -104,13 +107,12 @@ export async function getPlayerProfile(
   const player = await findPlayerRef(ctx, input)
   if (!player) throw notFound('player')
   const now = ctx.clock()
-  const [balances, levelCurrencyId, active, earned] = await Promise.all([
+  const [balances, points, active, earned] = await Promise.all([
     q.pointBalances(ctx.sql, player),
-    q.levelCurrencyId(ctx.sql, player),
+    q.levelPoints(ctx.sql, player),
     q.activeMissions(ctx.sql, { ...player, now }),
     q.earnedBadges(ctx.sql, player),
   ])
-  const points = balances.find((b) => b.currency_id === levelCurrencyId)?.lifetime_earned ?? 0
   const level = await q.levelForPoints(ctx.sql, { ...player, points })
   return {
     player_id: player.id,

@@ -2,6 +2,7 @@
 // leaderboards come with the tournament engine.
 import { endsAfterStarts, type ResourceDef } from '../gamification/crud.ts'
 import { iso } from '../lib/rows.ts'
+import { checkTournament, tournamentRefs } from '../gamification/validation.ts'
 import type { Tournament } from './schemas.ts'
 
 export const tournaments: ResourceDef<Tournament> = {
@@ -23,5 +24,6 @@ export const tournaments: ResourceDef<Tournament> = {
     created_at: iso(r.created_at) as string,
     updated_at: iso(r.updated_at) as string,
   }),
-  check: endsAfterStarts,
+  check: (record) => [...endsAfterStarts(record), ...checkTournament(record)],
+  checkRefs: tournamentRefs,
 }

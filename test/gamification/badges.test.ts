@@ -7,8 +7,8 @@ const path = '/gamification/badges'
 
 sharedResourceTests(t, h, {
   path,
-  create: { name: 'High roller', description: 'Bet 1000 in a day', icon_url: 'https://cdn.example.com/b/hr.png', criteria: { bet_total: 1000 }, rarity: 'epic' },
-  patch: { rarity: 'legendary', icon_url: null, criteria: { bet_total: 5000 } },
+  create: { name: 'High roller', description: 'Bet 1000 in a day', icon_url: 'https://cdn.example.com/b/hr.png', criteria: { event_type: 'bet', measure: 'sum', target: 1000 }, rarity: 'epic' },
+  patch: { rarity: 'legendary', icon_url: null, criteria: { event_type: 'bet', measure: 'sum', target: 5000 } },
 })
 
 t.test('a badge is created with the spec fields; rarity defaults to common', async (t) => {

@@ -7,7 +7,7 @@ const path = '/gamification/missions'
 
 sharedResourceTests(t, h, {
   path,
-  create: { name: 'Deposit 3 times', type: 'weekly', rules: { event: 'deposit', count: 3 }, rewards: { points: 100 } },
+  create: { name: 'Deposit 3 times', type: 'weekly', rules: { event_type: 'deposit', target: 3, timezone: 'Europe/Berlin' }, rewards: { badge_ids: [] } },
   patch: { status: 'cancelled', description: 'no longer offered', max_completions_per_player: 2, ends_at: '2030-01-01T00:00:00.000Z' },
 })
 
@@ -26,7 +26,7 @@ t.test('a mission is created with the spec fields and defaults: status active, e
   const full = await h.request('POST', path, {
     key: tenant.key,
     body: {
-      name: 'Spin week', type: 'progressive', status: 'expired', description: 'd', rules: { a: 1 }, rewards: { b: [2] },
+      name: 'Spin week', type: 'progressive', status: 'expired', description: 'd', rules: { event_type: 'spin', stages: [{ target: 10 }, { target: 20 }] }, rewards: {},
       max_completions_per_player: 1, starts_at: '2026-01-01T00:00:00Z', ends_at: '2026-01-08T00:00:00+02:00',
     },
   })

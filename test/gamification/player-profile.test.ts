@@ -28,7 +28,7 @@ t.test('a fresh player in a bare brand: no level, nothing held, nothing active, 
   })
 })
 
-t.test('the profile: level from lifetime points in the first virtual currency, balances, missions, badges', async (t) => {
+t.test('the profile: level from lifetime points in the virtual currencies, balances, missions, badges', async (t) => {
   const tenant = await h.createTenant()
   const playerId = await makePlayer(tenant)
   const url = `/gamification/player/${playerId}`
@@ -43,8 +43,8 @@ t.test('the profile: level from lifetime points in the first virtual currency, b
   const euro = await post(tenant, '/gamification/currencies', { name: 'Euro', symbol: 'EUR', type: 'real' })
   const lp = await post(tenant, '/gamification/currencies', { name: 'Loyalty', symbol: 'LP', type: 'virtual' })
   const coins = await post(tenant, '/gamification/currencies', { name: 'Coins', symbol: 'C', type: 'virtual' })
-  const daily = await post(tenant, '/gamification/missions', { name: 'Daily', type: 'daily', rewards: { points: 10 } })
-  const once = await post(tenant, '/gamification/missions', { name: 'Once', type: 'one_time', max_completions_per_player: 1 })
+  const daily = await post(tenant, '/gamification/missions', { name: 'Daily', type: 'daily', rules: { event_type: 'login', target: 2 }, rewards: { points: [{ currency_id: lp.id, amount: 10 }] } })
+  const once = await post(tenant, '/gamification/missions', { name: 'Once', type: 'one_time', max_completions_per_player: 1, rules: { event_type: 'login', target: 1 } })
   await post(tenant, '/gamification/missions', { name: 'Cancelled', type: 'daily', status: 'cancelled' })
   await post(tenant, '/gamification/missions', { name: 'Over', type: 'daily', starts_at: '2020-01-01T00:00:00Z', ends_at: '2020-02-01T00:00:00Z' })
   await post(tenant, '/gamification/missions', { name: 'Future', type: 'daily', starts_at: '2999-01-01T00:00:00Z' })
@@ -57,31 +57,34 @@ t.test('the profile: level from lifetime points in the first virtual currency, b
     [[euro.id, 0, 0], [lp.id, 0, 0], [coins.id, 0, 0]],
     'one zero balance per brand currency',
   )
-  t.same(p.point_balances[1], { currency_id: lp.id, name: 'Loyalty', symbol: 'LP', type: 'virtual', balance: 0, lifetime_earned: 0 })
+  t.same(p.point_balances[1], { currency_id: lp.id, name: 'Loyalty', symbol: 'LP', type: 'virtual', balance: 0, lifetime: 0, lifetime_earned: 0 })
   t.same(p.active_missions.map((m: { mission_id: string }) => m.mission_id), [daily.id, once.id])
   t.same(p.active_missions[0], {
-    mission_id: daily.id, name: 'Daily', description: null, type: 'daily', rewards: { points: 10 },
-    max_completions_per_player: null, starts_at: null, ends_at: null, progress: {}, completions: 0,
+    mission_id: daily.id, name: 'Daily', description: null, type: 'daily', rewards: { points: [{ currency_id: lp.id, amount: 10 }] },
+    max_completions_per_player: null, starts_at: null, ends_at: null, progress: 0, target: 2, stage: 0, completions: 0,
+    period_start: `${new Date().toISOString().slice(0, 10)}T00:00:00.000Z`, opt_in: false, joined: true,
   })
   t.same(p.badges_earned, [])
 
-  // What the gamification engine will write: points in other currencies do not count toward the level.
+  // State as the engine writes it: points in real (or bonus) currencies do not count toward the level,
+  // lifetime points of every virtual currency do.
   await sql`insert into player_point_balances (player_id, currency_id, tenant_id, balance, lifetime_earned)
-            values (${playerId}, ${euro.id}, ${tenant.id}, 5000, 5000), (${playerId}, ${coins.id}, ${tenant.id}, 5000, 5000)`
+            values (${playerId}, ${euro.id}, ${tenant.id}, 5000, 5000), (${playerId}, ${coins.id}, ${tenant.id}, 0, 600)`
   p = await get()
   t.equal(p.current_level.id, bronze.id)
   await sql`insert into player_point_balances (player_id, currency_id, tenant_id, balance, lifetime_earned)
-            values (${playerId}, ${lp.id}, ${tenant.id}, 200.5, 1200.5)`
-  await sql`insert into player_missions (player_id, mission_id, tenant_id, progress, completions)
-            values (${playerId}, ${once.id}, ${tenant.id}, ${sql.json({ step: 1 })}, 1),
-                   (${playerId}, ${daily.id}, ${tenant.id}, ${sql.json({ logins: 1 })}, 3)`
+            values (${playerId}, ${lp.id}, ${tenant.id}, 200.5, 400.5)`
+  const today = new Date(`${new Date().toISOString().slice(0, 10)}T00:00:00Z`)
+  await sql`insert into player_missions (player_id, mission_id, tenant_id, value, period_start, completions)
+            values (${playerId}, ${once.id}, ${tenant.id}, 1, null, 1),
+                   (${playerId}, ${daily.id}, ${tenant.id}, 1, ${today}, 3)`
   await sql`insert into player_badges (player_id, badge_id, tenant_id, earned_at)
             values (${playerId}, ${badge.id}, ${tenant.id}, '2026-03-01T10:00:00Z')`
   p = await get()
   t.same(p.current_level, silver, 'spent points do not lower the level: lifetime earned counts')
-  t.same(p.point_balances[1], { currency_id: lp.id, name: 'Loyalty', symbol: 'LP', type: 'virtual', balance: 200.5, lifetime_earned: 1200.5 })
+  t.same(p.point_balances[1], { currency_id: lp.id, name: 'Loyalty', symbol: 'LP', type: 'virtual', balance: 200.5, lifetime: 400.5, lifetime_earned: 400.5 })
   t.same(p.active_missions.map((m: { mission_id: string; completions: number; progress: unknown }) => [m.mission_id, m.completions, m.progress]), [
-    [daily.id, 3, { logins: 1 }],
+    [daily.id, 3, 1],
   ], 'a mission completed max_completions_per_player times is no longer active for the player')
   t.same(p.badges_earned, [
     { badge_id: badge.id, name: 'Welcome', description: null, icon_url: 'https://x.example/w.png', rarity: 'rare', earned_at: '2026-03-01T10:00:00.000Z' },

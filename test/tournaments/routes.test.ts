@@ -8,7 +8,7 @@ const path = '/tournaments'
 sharedResourceTests(t, h, {
   path,
   create: {
-    name: 'Spring slots race', description: 'Top 10 win', game_config: { games: ['starburst'] }, prize_pool: { total: 1000, currency: 'EUR' },
+    name: 'Spring slots race', description: 'Top 10 win', game_config: { metric: 'bet_amount', games: ['starburst'] }, prize_pool: { prizes: [{ from_rank: 1, to_rank: 10 }] },
     max_participants: 500, starts_at: '2026-04-01T00:00:00.000Z', ends_at: '2026-04-08T00:00:00.000Z',
   },
   patch: { status: 'active', max_participants: null, ends_at: '2026-04-15T00:00:00.000Z' },

@@ -1,0 +1,650 @@
+// The gamification engine: an event-stream consumer (src/engine/event-stream.ts) that turns stored events
+// into mission progress, badge progress and tournament scores, and grants what they earn; plus the timer
+// that expires missions and ends tournaments. docs/gamification.md, "Engine".
+//
+// Every effect of a batch of events is written on the stream's transaction, so it commits exactly when
+// the events are consumed (exactly once in effect). Per batch: match the events against the brands'
+// compiled definitions in memory (most events that reach here match something), lock the touched
+// players' engine rows (player_gamification, in id order: concurrent batches of several processes
+// serialise per player and cannot deadlock), read their state in a few set-based queries, fold the events
+// in order in JS (periods, stages, caps, rollbacks), and write the state back set-based. Rewards (points,
+// badges, bonuses) and their webhooks go through rewards.ts on the same transaction.
+import type { ReservedSql, TransactionSql } from 'postgres'
+import type { AppContext } from '../context.ts'
+import type { Sql } from '../db/postgres.ts'
+import type { StreamConsumer, StreamEvent } from '../engine/event-stream.ts'
+import { microsToDecimal, toMicros } from '../events/transform.ts'
+import { insertOutbox } from '../lib/outbox.ts'
+import { memoryLeaderboards, redisLeaderboards, type BoardEntry, type Leaderboards } from '../tournaments/leaderboard.ts'
+import { periodStart } from './periods.ts'
+import { grantBonus, grantRewards, lockPlayers, milestoneBadges, awardBadge, type PlayerKey } from './rewards.ts'
+import {
+  compileFilter, measureOf, ROLLBACK_OF, tournamentDelta, tournamentTypes,
+  type EventFilter, type GameConfig, type MissionRules, type PrizePool, type Rewards,
+} from './rules.ts'
+
+type Tx = TransactionSql | ReservedSql
+
+export const CONSUMER_NAME = 'gamification'
+
+interface MissionDef {
+  id: string
+  tenantId: string
+  brandId: string
+  type: string
+  rules: MissionRules
+  rewards: Rewards
+  maxCompletions: number | null
+  startsAt: number | null
+  endsAt: number | null
+  match: (e: StreamEvent) => boolean
+  tz: string
+}
+interface BadgeDef {
+  id: string
+  criteria: EventFilter & { target: number }
+  match: (e: StreamEvent) => boolean
+}
+interface TournamentDef {
+  id: string
+  game: GameConfig
+  startsAt: number | null
+  endsAt: number | null
+  maxParticipants: number | null
+}
+interface BrandDefs {
+  missions: MissionDef[]
+  badges: BadgeDef[]
+  tournaments: TournamentDef[]
+}
+
+const DEFS_TTL_MS = 10_000
+/** How long a counted bet/win can still be rolled back. */
+const CREDIT_RETENTION_MS = 7 * 86_400_000
+const inWindow = (t: number, start: number | null, end: number | null) => (start === null || t >= start) && (end === null || t <= end)
+const ms = (d: unknown) => (d == null ? null : new Date(d as string).getTime())
+
+/** Exact decimal arithmetic in micro-units (amounts carry ≤ 6 decimals; sums exact up to ~9e9 units). */
+const micros = (s: string | number) => {
+  const m = toMicros(s)
+  return Number.isNaN(m) ? Math.round(Number(s) * 1e6) || 0 : m
+}
+
+export interface GamificationEngine {
+  consumer: StreamConsumer
+  boards: Leaderboards
+  /** Definitions of a brand changed: drop the cached compiled definitions (every process, via the bus). */
+  invalidate(): void
+  /** Expires missions and ends tournaments due by now; returns what it did (tests). */
+  tick(): Promise<{ expired: number; ended: string[] }>
+  /** Rebuilds the leaderboards of active tournaments from PostgreSQL (start, repair). */
+  rebuildBoards(opts?: { since?: Date }): Promise<void>
+}
+
+export function createGamificationEngine(ctx: AppContext): GamificationEngine {
+  const { sql, log } = ctx
+  const defsCache = new Map<string, { at: number; defs: Promise<BrandDefs> }>()
+  const boards = ctx.redis ? redisLeaderboards(ctx.redis) : memoryLeaderboards()
+
+  // Loaded on the stream's transaction: embedded PostgreSQL has one connection, which the transaction holds.
+  async function loadDefs(sql: Tx, brandId: string): Promise<BrandDefs> {
+    const [missions, badges, tournaments] = await Promise.all([
+      sql<Record<string, unknown>[]>`select * from gamification_missions where brand_id = ${brandId} and status = 'active'`,
+      sql<Record<string, unknown>[]>`select id, criteria from gamification_badges where brand_id = ${brandId} and criteria ? 'event_type'`,
+      sql<Record<string, unknown>[]>`select * from tournaments where brand_id = ${brandId} and status = 'active'`,
+    ])
+    return {
+      missions: missions.map((m) => {
+        const rules = m.rules as MissionRules
+        return {
+          id: m.id as string, tenantId: m.tenant_id as string, brandId, type: m.type as string, rules, rewards: (m.rewards ?? {}) as Rewards,
+          maxCompletions: (m.max_completions_per_player as number | null) ?? null, startsAt: ms(m.starts_at), endsAt: ms(m.ends_at),
+          match: rules?.event_type ? compileFilter(rules) : () => false, tz: rules?.timezone ?? 'UTC',
+        }
+      }),
+      badges: badges.map((b) => ({ id: b.id as string, criteria: b.criteria as BadgeDef['criteria'], match: compileFilter(b.criteria as EventFilter) })),
+      tournaments: tournaments
+        .filter((t) => typeof (t.game_config as GameConfig)?.metric === 'string')
+        .map((t) => ({
+          id: t.id as string, game: t.game_config as GameConfig, startsAt: ms(t.starts_at), endsAt: ms(t.ends_at),
+          maxParticipants: (t.max_participants as number | null) ?? null,
+        })),
+    }
+  }
+
+  function defsOf(tx: Tx, brandId: string): Promise<BrandDefs> {
+    const hit = defsCache.get(brandId)
+    if (hit && Date.now() - hit.at < DEFS_TTL_MS) return hit.defs
+    const defs = loadDefs(tx, brandId)
+    const entry = { at: Date.now(), defs }
+    defsCache.set(brandId, entry)
+    defs.catch(() => defsCache.get(brandId) === entry && defsCache.delete(brandId))
+    return defs
+  }
+
+  // Rule changes drop the compiled definitions with the stream's interest (same bus topic).
+  ctx.bus.subscribe('event_stream_interest', () => defsCache.clear())
+
+  async function interest(s: Sql, brandIds: string[]): Promise<Map<string, string[]>> {
+    const rows = await s<{ brand_id: string; t: string | null; metric: string | null }[]>`
+      select brand_id, rules->>'event_type' as t, null as metric from gamification_missions
+        where brand_id = any(${brandIds}::uuid[]) and status = 'active'
+      union all
+      select brand_id, criteria->>'event_type', null from gamification_badges
+        where brand_id = any(${brandIds}::uuid[]) and criteria ? 'event_type'
+      union all
+      select brand_id, null, game_config->>'metric' from tournaments
+        where brand_id = any(${brandIds}::uuid[]) and status = 'active'`
+    const out = new Map<string, Set<string>>()
+    for (const r of rows) {
+      let set = out.get(r.brand_id)
+      if (!set) out.set(r.brand_id, (set = new Set()))
+      if (r.t) {
+        set.add(r.t)
+        const rb = ROLLBACK_OF[r.t]
+        if (rb) set.add(rb)
+      }
+      if (r.metric) for (const t of tournamentTypes({ metric: r.metric as GameConfig['metric'] })) set.add(t)
+    }
+    return new Map([...out].map(([b, s2]) => [b, [...s2]]))
+  }
+
+  async function handle(tx: Tx, events: StreamEvent[]): Promise<(() => Promise<void>) | undefined> {
+    const brands = [...new Set(events.map((e) => e.brandId))]
+    const defs = new Map(await Promise.all(brands.map(async (b) => [b, await defsOf(tx, b)] as const)))
+
+    // 1. Match, in memory.
+    interface Hit { e: StreamEvent; targetId: string; delta: number; rollback: boolean; roundId: string | null; kind: string | null }
+    const missionHits = new Map<string, Hit[]>() // key player|mission
+    const badgeHits = new Map<string, Hit[]>()
+    const tournamentHits = new Map<string, Hit[]>()
+    const push = (m: Map<string, Hit[]>, key: string, h: Hit) => {
+      const list = m.get(key)
+      if (list) list.push(h)
+      else m.set(key, [h])
+    }
+    const players = new Map<string, PlayerKey & { externalId: string }>()
+    for (const e of events) {
+      if (!e.playerId) continue
+      const d = defs.get(e.brandId) as BrandDefs
+      const t = e.eventTime.getTime()
+      const roundId = typeof e.fields.round_id === 'string' ? e.fields.round_id : null
+      const rolledBack = e.type === 'bet_rollback' ? 'bet' : e.type === 'win_rollback' ? 'win' : null
+      const kind = e.type === 'bet' || e.type === 'win' ? e.type : rolledBack
+      let touched = false
+      for (const m of d.missions) {
+        if (!inWindow(t, m.startsAt, m.endsAt)) continue
+        if (m.match(e)) {
+          push(missionHits, `${e.playerId}|${m.id}`, { e, targetId: m.id, delta: micros(measureOf(m.rules.measure, e)), rollback: false, roundId, kind })
+          touched = true
+        } else if (rolledBack && roundId && m.rules.event_type === rolledBack) {
+          push(missionHits, `${e.playerId}|${m.id}`, { e, targetId: m.id, delta: micros(measureOf(m.rules.measure, e)), rollback: true, roundId, kind })
+          touched = true
+        }
+      }
+      for (const b of d.badges) {
+        if (b.match(e)) {
+          push(badgeHits, `${e.playerId}|${b.id}`, { e, targetId: b.id, delta: micros(measureOf(b.criteria.measure, e)), rollback: false, roundId, kind })
+          touched = true
+        } else if (rolledBack && roundId && b.criteria.event_type === rolledBack) {
+          push(badgeHits, `${e.playerId}|${b.id}`, { e, targetId: b.id, delta: micros(measureOf(b.criteria.measure, e)), rollback: true, roundId, kind })
+          touched = true
+        }
+      }
+      for (const tr of d.tournaments) {
+        if (!inWindow(t, tr.startsAt, tr.endsAt)) continue
+        const delta = tournamentDelta(tr.game, e)
+        if (delta === null) continue
+        const rollback = rolledBack !== null
+        if (rollback && !roundId) continue
+        push(tournamentHits, `${e.playerId}|${tr.id}`, { e, targetId: tr.id, delta: micros(delta), rollback, roundId, kind })
+        touched = true
+      }
+      if (touched) players.set(e.playerId, { playerId: e.playerId, tenantId: e.tenantId, brandId: e.brandId, externalId: e.externalId })
+    }
+    if (players.size === 0) return undefined
+
+    // 2. Lock the players, read their state.
+    await lockPlayers(tx, [...players.values()])
+    const playerIds = [...players.keys()]
+    const rollbackRounds = events.filter((e) => e.playerId && (e.type === 'bet_rollback' || e.type === 'win_rollback') && typeof e.fields.round_id === 'string')
+    const [missionRows, badgeRows, earnedRows, partRows, creditRows] = await Promise.all([
+      missionHits.size
+        ? tx<Record<string, unknown>[]>`select * from player_missions where player_id = any(${playerIds}::uuid[])
+            and mission_id = any(${[...new Set([...missionHits.values()].map((h) => (h[0] as Hit).targetId))]}::uuid[])`
+        : [],
+      badgeHits.size ? tx<{ player_id: string; badge_id: string; value: string }[]>`select * from player_badge_progress where player_id = any(${playerIds}::uuid[])` : [],
+      badgeHits.size ? tx<{ player_id: string; badge_id: string }[]>`select player_id, badge_id from player_badges where player_id = any(${playerIds}::uuid[])` : [],
+      tournamentHits.size
+        ? tx<Record<string, unknown>[]>`select * from tournament_participants where player_id = any(${playerIds}::uuid[])
+            and tournament_id = any(${[...new Set([...tournamentHits.values()].map((h) => (h[0] as Hit).targetId))]}::uuid[])`
+        : [],
+      rollbackRounds.length
+        ? tx<{ target_id: string; player_id: string; round_id: string; kind: string; amount: string; period_start: Date | null }[]>`
+            select * from gamification_round_credits where player_id = any(${rollbackRounds.map((e) => e.playerId)}::uuid[])
+              and round_id = any(${rollbackRounds.map((e) => e.fields.round_id as string)}::text[])`
+        : [],
+    ])
+    const credits = new Map(creditRows.map((c) => [`${c.player_id}|${c.round_id}|${c.kind}|${c.target_id}`, c]))
+    const newCredits: { target: string; player: string; round: string; kind: string; amount: number; period: Date | null }[] = []
+    const usedCredits: { target: string; player: string; round: string; kind: string }[] = []
+    /** A counted bet/win with a round remembers what it added; its rollback takes back up to that. */
+    const remember = (h: Hit, player: string, added: number, period: Date | null) => {
+      if (h.roundId && h.kind && added !== 0) newCredits.push({ target: h.targetId, player, round: h.roundId, kind: h.kind, amount: added, period })
+    }
+    const takeBack = (h: Hit, player: string, period: Date | null): number => {
+      const key = `${player}|${h.roundId}|${h.kind}|${h.targetId}`
+      const c = credits.get(key)
+      const fresh = newCredits.findIndex((n) => n.target === h.targetId && n.player === player && n.round === h.roundId && n.kind === h.kind)
+      let amount = 0
+      let creditPeriod: Date | null = null
+      if (fresh >= 0) {
+        const n = newCredits[fresh] as (typeof newCredits)[number]
+        amount = n.amount
+        creditPeriod = n.period
+        newCredits.splice(fresh, 1)
+      } else if (c) {
+        amount = micros(c.amount)
+        creditPeriod = c.period_start
+        credits.delete(key)
+        usedCredits.push({ target: h.targetId, player, round: h.roundId as string, kind: h.kind as string })
+      } else return 0
+      if ((creditPeriod?.getTime() ?? null) !== (period?.getTime() ?? null)) return 0
+      return amount
+    }
+
+    const completions: { player: PlayerKey; mission: MissionDef; stage: number; rewards: Rewards | undefined }[] = []
+    const missionsCompleted = new Map<string, number>()
+
+    // 3a. Missions.
+    const missionDefs = new Map<string, MissionDef>()
+    for (const d of defs.values()) for (const m of d.missions) missionDefs.set(m.id, m)
+    const stateRows = new Map(missionRows.map((r) => [`${r.player_id}|${r.mission_id}`, r]))
+    const missionWrites: { player: string; mission: string; tenant: string; value: string; stage: number; completions: number; period: Date | null; done: boolean; last: Date | null }[] = []
+    const collabDeltas = new Map<string, number>()
+    for (const [key, hits] of missionHits) {
+      const [player, missionId] = key.split('|') as [string, string]
+      const m = missionDefs.get(missionId) as MissionDef
+      const row = stateRows.get(key)
+      if (m.rules.opt_in && !row?.joined_at) continue
+      const st = {
+        value: micros((row?.value as string) ?? '0'), stage: (row?.stage as number) ?? 0, completions: (row?.completions as number) ?? 0,
+        period: (row?.period_start as Date | null) ?? null, done: (row?.period_done as boolean) ?? false, last: (row?.last_completed_at as Date | null) ?? null,
+      }
+      const pk = players.get(player) as PlayerKey
+      let changed = false
+      for (const h of hits) {
+        const ps = periodStart(m.type, m.tz, h.e.eventTime)
+        if (ps && (!st.period || ps.getTime() > st.period.getTime())) {
+          Object.assign(st, { value: 0, stage: 0, period: ps, done: false })
+          changed = true
+        } else if (ps && st.period && ps.getTime() < st.period.getTime()) continue // a past period's late event
+        if (h.rollback) {
+          if (st.done) continue
+          const back = Math.min(takeBack(h, player, st.period), m.rules.measure === 'sum' && h.delta > 0 ? h.delta : Number.MAX_SAFE_INTEGER)
+          if (back > 0) {
+            st.value = Math.max(0, st.value - back)
+            if (m.type === 'collaborative') collabDeltas.set(m.id, (collabDeltas.get(m.id) ?? 0) - back)
+            changed = true
+          }
+          continue
+        }
+        if (st.done || (m.maxCompletions !== null && st.completions >= m.maxCompletions)) continue
+        if (h.delta === 0) continue
+        st.value += h.delta
+        changed = true
+        remember(h, player, h.delta, st.period)
+        if (m.type === 'collaborative') {
+          collabDeltas.set(m.id, (collabDeltas.get(m.id) ?? 0) + h.delta)
+          continue
+        }
+        if (m.type === 'progressive') {
+          const stages = m.rules.stages ?? []
+          while (st.stage < stages.length && st.value >= micros((stages[st.stage] as { target: number }).target)) {
+            st.stage++
+            const last = st.stage === stages.length
+            completions.push({ player: pk, mission: m, stage: st.stage, rewards: (stages[st.stage - 1] as { rewards?: Rewards }).rewards })
+            if (last) {
+              st.completions++
+              st.done = true
+              st.last = h.e.eventTime
+              missionsCompleted.set(player, (missionsCompleted.get(player) ?? 0) + 1)
+            }
+          }
+        } else if (st.value >= micros(m.rules.target ?? 0)) {
+          st.completions++
+          st.done = true
+          st.last = h.e.eventTime
+          completions.push({ player: pk, mission: m, stage: st.completions, rewards: m.rewards })
+          missionsCompleted.set(player, (missionsCompleted.get(player) ?? 0) + 1)
+        }
+      }
+      if (changed) {
+        missionWrites.push({
+          player, mission: missionId, tenant: m.tenantId, value: microsToDecimal(st.value), stage: st.stage, completions: st.completions,
+          period: st.period, done: st.done, last: st.last,
+        })
+      }
+    }
+
+    // 3b. Badges with event criteria (over all time).
+    const earned = new Set(earnedRows.map((r) => `${r.player_id}|${r.badge_id}`))
+    const badgeValues = new Map(badgeRows.map((r) => [`${r.player_id}|${r.badge_id}`, micros(r.value)]))
+    const badgeWrites: { player: string; badge: string; value: string }[] = []
+    const badgesDue: { player: PlayerKey; badgeId: string }[] = []
+    const badgeDefs = new Map<string, BadgeDef>()
+    for (const d of defs.values()) for (const b of d.badges) badgeDefs.set(b.id, b)
+    for (const [key, hits] of badgeHits) {
+      if (earned.has(key)) continue
+      const [player, badgeId] = key.split('|') as [string, string]
+      const b = badgeDefs.get(badgeId) as BadgeDef
+      let v = badgeValues.get(key) ?? 0
+      let done = false
+      for (const h of hits) {
+        if (h.rollback) {
+          const back = takeBack(h, player, null)
+          v = Math.max(0, v - back)
+          continue
+        }
+        v += h.delta
+        remember(h, player, h.delta, null)
+        if (v >= micros(b.criteria.target)) {
+          done = true
+          break
+        }
+      }
+      badgeWrites.push({ player, badge: badgeId, value: microsToDecimal(v) })
+      if (done) badgesDue.push({ player: players.get(player) as PlayerKey, badgeId })
+    }
+
+    // 3c. Tournaments: scores, new participants up to max_participants (the first to score).
+    const partState = new Map(partRows.map((r) => [`${r.player_id}|${r.tournament_id}`, r]))
+    const tDefs = new Map<string, TournamentDef>()
+    for (const d of defs.values()) for (const t of d.tournaments) tDefs.set(t.id, t)
+    const newcomers = new Map<string, string[]>()
+    for (const [key, hits] of tournamentHits) {
+      if (partState.has(key) || hits.every((h) => h.rollback)) continue
+      const [player, tid] = key.split('|') as [string, string]
+      const list = newcomers.get(tid) ?? []
+      list.push(player)
+      newcomers.set(tid, list)
+    }
+    const admitted = new Set<string>()
+    if (newcomers.size) {
+      const counts = await tx<{ id: string; participants: number }[]>`
+        select id, participants from tournaments where id = any(${[...newcomers.keys()]}::uuid[]) order by id for update`
+      for (const c of counts) {
+        const t = tDefs.get(c.id) as TournamentDef
+        const list = newcomers.get(c.id) as string[]
+        // The first to score in this batch: by their first event's stream order.
+        const firstAt = (p: string) => BigInt(((tournamentHits.get(`${p}|${c.id}`) as Hit[])[0] as Hit).e.id)
+        list.sort((a, b) => (firstAt(a) < firstAt(b) ? -1 : 1))
+        const room = t.maxParticipants === null ? list.length : Math.max(0, t.maxParticipants - c.participants)
+        for (const p of list.slice(0, room)) admitted.add(`${p}|${c.id}`)
+      }
+    }
+    const partWrites: { tournament: string; player: string; tenant: string; external: string; score: string; reached: Date }[] = []
+    const admittedCount = new Map<string, number>()
+    for (const [key, hits] of tournamentHits) {
+      const row = partState.get(key)
+      if (!row && !admitted.has(key)) continue
+      const [player, tid] = key.split('|') as [string, string]
+      let score = micros((row?.score as string) ?? '0')
+      let reached = (row?.reached_at as Date | undefined) ?? (hits[0] as Hit).e.eventTime
+      let changed = !row
+      for (const h of hits) {
+        let d = h.delta
+        if (h.rollback) {
+          const back = takeBack(h, player, null)
+          if (back === 0) continue
+          d = -back
+          // count/sum metrics never go below 0 through a rollback
+          if (score + d < 0 && back > 0) d = -score
+        } else remember(h, player, d, null)
+        if (d === 0) continue
+        score += d
+        reached = h.e.eventTime
+        changed = true
+      }
+      if (!changed) continue
+      if (!row) admittedCount.set(tid, (admittedCount.get(tid) ?? 0) + 1)
+      const pk = players.get(player) as PlayerKey & { externalId: string }
+      partWrites.push({ tournament: tid, player, tenant: pk.tenantId, external: pk.externalId, score: microsToDecimal(score), reached })
+    }
+
+    // 4. Write the state back, set-based; the statements are independent, so they go out together
+    // (pipelined on the transaction's connection: one round trip instead of one each).
+    const writes: Promise<unknown>[] = []
+    if (missionWrites.length) {
+      const w = missionWrites
+      writes.push(tx`
+        insert into player_missions (player_id, mission_id, tenant_id, value, stage, completions, period_start, period_done, last_completed_at, progress, updated_at)
+        select t.p, t.m, t.tn, t.v, t.s, t.c, t.ps, t.d::bool, t.l,
+               jsonb_build_object('value', t.v, 'stage', t.s, 'period_start', t.ps), now()
+        from unnest(${w.map((x) => x.player)}::uuid[], ${w.map((x) => x.mission)}::uuid[], ${w.map((x) => x.tenant)}::uuid[],
+                    ${w.map((x) => x.value)}::numeric[], ${w.map((x) => x.stage)}::int[], ${w.map((x) => x.completions)}::int[],
+                    ${w.map((x) => x.period?.toISOString() ?? null)}::timestamptz[], ${w.map((x) => (x.done ? 't' : 'f'))}::text[],
+                    ${w.map((x) => x.last?.toISOString() ?? null)}::timestamptz[]) as t(p, m, tn, v, s, c, ps, d, l)
+        on conflict (player_id, mission_id) do update set value = excluded.value, stage = excluded.stage, completions = excluded.completions,
+          period_start = excluded.period_start, period_done = excluded.period_done, last_completed_at = excluded.last_completed_at,
+          progress = excluded.progress, updated_at = now()`.execute())
+    }
+    if (badgeWrites.length) {
+      const w = badgeWrites
+      writes.push(tx`
+        insert into player_badge_progress (player_id, badge_id, value)
+        select * from unnest(${w.map((x) => x.player)}::uuid[], ${w.map((x) => x.badge)}::uuid[], ${w.map((x) => x.value)}::numeric[])
+        on conflict (player_id, badge_id) do update set value = excluded.value`.execute())
+    }
+    let boardUpdates: Record<string, unknown>[] = []
+    if (partWrites.length) {
+      const w = partWrites
+      writes.push(tx`
+        insert into tournament_participants (tournament_id, player_id, tenant_id, external_id, score, reached_at)
+        select * from unnest(${w.map((x) => x.tournament)}::uuid[], ${w.map((x) => x.player)}::uuid[], ${w.map((x) => x.tenant)}::uuid[],
+                             ${w.map((x) => x.external)}::text[], ${w.map((x) => x.score)}::numeric[], ${w.map((x) => x.reached.toISOString())}::timestamptz[])
+        on conflict (tournament_id, player_id) do update set score = excluded.score, reached_at = excluded.reached_at,
+          version = tournament_participants.version + 1, updated_at = now()
+        returning tournament_id, player_id, external_id, score, reached_at, version`.execute().then((rows) => {
+        boardUpdates = rows as unknown as Record<string, unknown>[]
+      }))
+      if (admittedCount.size) {
+        writes.push(tx`update tournaments t set participants = t.participants + a.n
+                 from unnest(${[...admittedCount.keys()]}::uuid[], ${[...admittedCount.values()]}::int[]) as a(id, n) where t.id = a.id`.execute())
+      }
+    }
+    if (newCredits.length) {
+      const w = newCredits
+      writes.push(tx`
+        insert into gamification_round_credits (target_id, player_id, round_id, kind, amount, period_start)
+        select * from unnest(${w.map((x) => x.target)}::uuid[], ${w.map((x) => x.player)}::uuid[], ${w.map((x) => x.round)}::text[],
+                             ${w.map((x) => x.kind)}::text[], ${w.map((x) => microsToDecimal(x.amount))}::numeric[],
+                             ${w.map((x) => x.period?.toISOString() ?? null)}::timestamptz[])
+        on conflict (player_id, round_id, kind, target_id) do update set amount = gamification_round_credits.amount + excluded.amount`.execute())
+    }
+    if (usedCredits.length) {
+      const w = usedCredits
+      writes.push(tx`
+        delete from gamification_round_credits c using unnest(${w.map((x) => x.target)}::uuid[], ${w.map((x) => x.player)}::uuid[],
+          ${w.map((x) => x.round)}::text[], ${w.map((x) => x.kind)}::text[]) as u(t, p, r, k)
+        where c.target_id = u.t and c.player_id = u.p and c.round_id = u.r and c.kind = u.k`.execute())
+    }
+    await Promise.all(writes)
+
+    // 5. Completions, rewards, badges, webhooks.
+    for (const c of completions) {
+      await insertOutbox(tx as unknown as Sql, {
+        tenantId: c.player.tenantId, brandId: c.player.brandId, event: 'gamification.mission_completed',
+        data: { player_id: c.player.playerId, mission_id: c.mission.id, stage: c.stage, brand_id: c.player.brandId },
+      })
+      await grantRewards(tx, c.player, c.rewards, { kind: 'mission', id: c.mission.id })
+    }
+    if (missionsCompleted.size) {
+      const ids = [...missionsCompleted.keys()]
+      await tx`update player_gamification g set missions_completed = g.missions_completed + u.n, updated_at = now()
+               from unnest(${ids}::uuid[], ${ids.map((i) => missionsCompleted.get(i) as number)}::int[]) as u(p, n) where g.player_id = u.p`
+      for (const id of ids) await milestoneBadges(tx, players.get(id) as PlayerKey)
+    }
+    for (const b of badgesDue) await awardBadge(tx, b.player, b.badgeId)
+    // In id order: two batches touching the same collaborative missions lock them in the same order.
+    for (const missionId of [...collabDeltas.keys()].sort()) {
+      await applyCollaborative(tx, missionDefs.get(missionId) as MissionDef, collabDeltas.get(missionId) as number)
+    }
+
+    if (!boardUpdates.length) return undefined
+    return async () => {
+      const byT = new Map<string, BoardEntry[]>()
+      for (const r of boardUpdates) {
+        const list = byT.get(r.tournament_id as string) ?? []
+        list.push(entryOf(r))
+        byT.set(r.tournament_id as string, list)
+      }
+      for (const [tid, entries] of byT) await boards.update(tid, entries)
+    }
+  }
+
+  /** Adds the batch's contributions to the brand-wide total; at the target every contributor is rewarded once. */
+  async function applyCollaborative(tx: Tx, m: MissionDef, delta: number): Promise<void> {
+    const [row] = await tx<{ total: string; status: string }[]>`
+      update gamification_missions set total = greatest(total + ${microsToDecimal(delta)}::numeric, 0), updated_at = now()
+      where id = ${m.id} returning total, status`
+    if (!row || row.status !== 'active' || micros(row.total) < micros(m.rules.target ?? 0)) return
+    await tx`update gamification_missions set status = 'completed', updated_at = now() where id = ${m.id}`
+    const contributors = await tx<{ player_id: string; tenant_id: string }[]>`
+      select pm.player_id, pm.tenant_id from player_missions pm where pm.mission_id = ${m.id} and pm.value > 0 order by pm.player_id`
+    await tx`update player_missions set completions = completions + 1, period_done = true, last_completed_at = now()
+             where mission_id = ${m.id} and value > 0`
+    for (const c of contributors) {
+      const pk = { playerId: c.player_id, tenantId: c.tenant_id, brandId: m.brandId }
+      await insertOutbox(tx as unknown as Sql, {
+        tenantId: pk.tenantId, brandId: pk.brandId, event: 'gamification.mission_completed',
+        data: { player_id: pk.playerId, mission_id: m.id, stage: 1, brand_id: pk.brandId },
+      })
+      await grantRewards(tx, pk, m.rewards, { kind: 'mission', id: m.id })
+    }
+    await tx`insert into player_gamification (player_id, tenant_id, missions_completed)
+             select player_id, tenant_id, 1 from player_missions where mission_id = ${m.id} and value > 0
+             on conflict (player_id) do update set missions_completed = player_gamification.missions_completed + 1`
+    // No more contributions: drop the definition everywhere.
+    defsCache.delete(m.brandId)
+    void ctx.stream?.interestChanged(m.brandId)
+  }
+
+  const entryOf = (r: Record<string, unknown>): BoardEntry => ({
+    playerId: r.player_id as string, externalId: r.external_id as string, score: Number(r.score),
+    reachedMs: new Date(r.reached_at as string).getTime(), version: Number(r.version),
+  })
+
+  async function rebuildBoards(opts: { since?: Date } = {}): Promise<void> {
+    const active = await sql<{ id: string }[]>`select id from tournaments where status = 'active'`
+    for (const t of active) {
+      const rows = await sql<Record<string, unknown>[]>`
+        select player_id, external_id, score, reached_at, version from tournament_participants
+        where tournament_id = ${t.id} ${opts.since ? sql`and updated_at >= ${opts.since}` : sql``}`
+      if (rows.length) await boards.update(t.id, rows.map(entryOf))
+    }
+  }
+
+  /** Ends one tournament exactly once: final ranks, prizes, tournament.ended, in one transaction. */
+  async function endTournament(id: string): Promise<boolean> {
+    const ended = await sql.begin(async (tx) => {
+      const [t] = await tx<Record<string, unknown>[]>`
+        update tournaments set status = 'ended', updated_at = now() where id = ${id} and status = 'active' returning *`
+      if (!t) return false
+      await tx`
+        update tournament_participants p set final_rank = r.rank
+        from (select player_id, row_number() over (order by score desc, reached_at, player_id)::int as rank
+              from tournament_participants where tournament_id = ${id}) r
+        where p.tournament_id = ${id} and p.player_id = r.player_id`
+      const pool = (t.prize_pool ?? {}) as PrizePool
+      const brandId = t.brand_id as string
+      const tenantId = t.tenant_id as string
+      for (const prize of pool.prizes ?? []) {
+        const winners = await tx<{ player_id: string; final_rank: number }[]>`
+          select player_id, final_rank from tournament_participants
+          where tournament_id = ${id} and final_rank between ${prize.from_rank} and ${prize.to_rank} order by final_rank`
+        for (const w of winners) {
+          const pk = { playerId: w.player_id, tenantId, brandId }
+          await lockPlayers(tx, [pk])
+          await grantRewards(tx, pk, { points: prize.points }, { kind: 'tournament', id })
+          if (prize.bonus_id) await grantBonus(tx, { ...pk, bonusId: prize.bonus_id, source: 'tournament', sourceId: id, reason: `tournament rank ${w.final_rank}` })
+        }
+      }
+      const top = await tx<{ final_rank: number; player_id: string; score: string }[]>`
+        select final_rank, player_id, score from tournament_participants where tournament_id = ${id} and final_rank <= 10 order by final_rank`
+      await insertOutbox(tx as unknown as Sql, {
+        tenantId, brandId, event: 'tournament.ended',
+        data: { tournament_id: id, winners: top.map((w) => ({ rank: w.final_rank, player_id: w.player_id, score: Number(w.score) })), brand_id: brandId },
+      })
+      return true
+    })
+    if (ended) await boards.drop(id).catch((err: unknown) => log.warn({ err, tournament: id }, 'leaderboard cache not dropped'))
+    return ended as boolean
+  }
+
+  async function tick(): Promise<{ expired: number; ended: string[] }> {
+    const now = ctx.clock()
+    const expired = await sql<{ id: string }[]>`
+      update gamification_missions set status = 'expired', updated_at = now()
+      where status = 'active' and ends_at is not null and ends_at < ${now} returning id`
+    // A tournament waits for the events of its window already acknowledged but not yet applied (the
+    // stream's lag, normally well under a second), so that none of them is lost to the end.
+    const due = await sql<{ id: string }[]>`
+      select t.id from tournaments t
+      where t.status = 'active' and t.ends_at is not null and t.ends_at <= ${now}
+        and not exists (select 1 from event_stream s where s.consumer = ${CONSUMER_NAME} and s.brand_id = t.brand_id
+                          and s.event_time <= t.ends_at and s.failed_at is null)
+      order by t.ends_at limit 100`
+    const ended: string[] = []
+    for (const t of due) if (await endTournament(t.id)) ended.push(t.id)
+    // A rollback comes within days of its bet: older credits only cost space.
+    await sql`delete from gamification_round_credits where ctid = any(array(
+                select ctid from gamification_round_credits where created_at < ${new Date(now.getTime() - CREDIT_RETENTION_MS)} limit 10000))`
+    if (expired.length || ended.length) {
+      defsCache.clear()
+      await ctx.stream?.interestChanged('*')
+    }
+    return { expired: expired.length, ended }
+  }
+
+  return {
+    consumer: { name: CONSUMER_NAME, interest, handle, batchSize: 500 },
+    boards,
+    invalidate: () => defsCache.clear(),
+    tick,
+    rebuildBoards,
+  }
+}
+
+/** Background service: registers the consumer, rebuilds the boards, runs the timer (expiry, ends, repair). */
+export async function startGamificationEngine(ctx: AppContext) {
+  const engine = createGamificationEngine(ctx)
+  ctx.gamification = engine
+  await engine.rebuildBoards().catch((err: unknown) => ctx.log.error({ err }, 'gamification: leaderboards not rebuilt'))
+  ctx.stream?.register(engine.consumer)
+  let stopped = false
+  let running: Promise<unknown> = Promise.resolve()
+  let lastRepair = Date.now()
+  const timer = setInterval(() => {
+    if (stopped) return
+    running = (async () => {
+      await engine.tick()
+      // A process that died between a commit and its cache update left a stale entry: refresh recent rows.
+      if (Date.now() - lastRepair > 10_000) {
+        const since = new Date(lastRepair - 15_000)
+        lastRepair = Date.now()
+        await engine.rebuildBoards({ since })
+      }
+    })().catch((err: unknown) => ctx.log.error({ err }, 'gamification: timer failed'))
+  }, ctx.config.gamificationTickMs)
+  timer.unref()
+  return {
+    async stop() {
+      stopped = true
+      clearInterval(timer)
+      await running
+      await ctx.stream?.unregister(CONSUMER_NAME)
+      ctx.gamification = undefined
+    },
+  }
+}
