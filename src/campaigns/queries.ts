@@ -1,12 +1,14 @@
 // SQL for campaigns. Every query filters on tenant_id; `brandId` (a brand-pinned key's brand, or the
 // resolved brand of a list) narrows it further.
-import type postgres from 'postgres'
+import type { TransactionSql } from 'postgres'
+import type { Sql as Pool } from '../db/postgres.ts'
 import { visibleTo } from '../lib/visibility.ts'
 import type { Campaign, CampaignType } from './schemas.ts'
+import { EMPTY_STATS } from './stats.ts'
 import type { CampaignStatus } from './status.ts'
 
 /** The pool or a transaction: every query here runs unchanged inside `sql.begin`. */
-export type Sql = postgres.ISql
+export type Sql = Pool | TransactionSql
 
 interface CampaignRow {
   id: string
@@ -33,7 +35,8 @@ const campaignOut = (r: CampaignRow): Campaign => ({
   target_segment_id: r.target_segment_id,
   schedule: r.schedule,
   config: r.config,
-  stats: r.stats,
+  // Stored by the engine; a campaign that never ran still holds the issue-4 zeros: same keys, all 0.
+  stats: { ...EMPTY_STATS, ...r.stats },
   created_at: r.created_at.toISOString(),
   updated_at: r.updated_at.toISOString(),
 })
@@ -118,4 +121,30 @@ export async function updateCampaign(
       ${k.expectedStatus ? sql`and status = ${k.expectedStatus}` : sql``}
     returning ${columns(sql)}`
   return row && campaignOut(row)
+}
+
+export interface ParticipantRow {
+  id: string
+  player_id: string
+  step: string | null
+  status: 'active' | 'waiting' | 'completed' | 'exited'
+  entered_at: Date
+  updated_at: Date
+  /** entered_at as UTC text with microseconds: the keyset position. */
+  pos: string
+}
+
+export async function selectParticipants(
+  sql: Sql,
+  f: { campaignId: string; status?: string; after?: { pos: string; id: string }; limit: number },
+): Promise<ParticipantRow[]> {
+  return sql<ParticipantRow[]>`
+    select id, player_id, step, status, entered_at, updated_at,
+           to_char(entered_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as pos
+    from campaign_participants
+    where campaign_id = ${f.campaignId}
+      ${f.status ? sql`and status = ${f.status}` : sql``}
+      ${f.after ? sql`and (entered_at, id) > (${f.after.pos}::text::timestamptz, ${f.after.id}::uuid)` : sql``}
+    order by entered_at, id
+    limit ${f.limit}`
 }

@@ -1,9 +1,14 @@
 import { defineRoute, type RouteDef } from '../http/route.ts'
 import { IdParams, data } from '../lib/schemas.ts'
-import { Campaign, CampaignList, CampaignListQuery, CreateCampaignBody, UpdateCampaignBody } from './schemas.ts'
+import type { AppContext } from '../context.ts'
+import type { Logger } from '../lib/log.ts'
+import { Campaign, CampaignList, CampaignListQuery, CreateCampaignBody, ParticipantList, ParticipantsQuery, UpdateCampaignBody } from './schemas.ts'
 import * as campaigns from './service.ts'
 
 const tags = ['campaigns']
+
+/** What the service needs: the stores, the clock, and the engine and stream it wakes after a change. */
+const deps = (ctx: AppContext, log: Logger) => ({ sql: ctx.sql, log, clock: ctx.clock, stream: ctx.stream, campaigns: ctx.campaigns })
 
 export const campaignRoutes: RouteDef[] = [
   defineRoute({
@@ -12,7 +17,7 @@ export const campaignRoutes: RouteDef[] = [
     query: CampaignListQuery, responses: { 200: CampaignList }, brandScoped: true,
     handler: async (ctx, req) => {
       const brand = await req.resolveBrand()
-      return campaigns.listCampaigns({ sql: ctx.sql, log: req.log }, { tenantId: req.principal.tenantId, brandId: brand.id, ...req.query })
+      return campaigns.listCampaigns(deps(ctx, req.log), { tenantId: req.principal.tenantId, brandId: brand.id, ...req.query })
     },
   }),
   defineRoute({
@@ -23,7 +28,7 @@ export const campaignRoutes: RouteDef[] = [
     handler: async (ctx, req) => {
       const brand = await req.resolveBrand()
       const { brand: _hint, ...body } = req.body
-      return { data: await campaigns.createCampaign({ sql: ctx.sql, log: req.log }, { tenantId: req.principal.tenantId, brandId: brand.id, ...body }) }
+      return { data: await campaigns.createCampaign(deps(ctx, req.log), { tenantId: req.principal.tenantId, brandId: brand.id, ...body }) }
     },
   }),
   defineRoute({
@@ -31,7 +36,7 @@ export const campaignRoutes: RouteDef[] = [
     summary: 'Get a campaign',
     params: IdParams, responses: { 200: data(Campaign) },
     handler: async (ctx, req) => ({
-      data: await campaigns.getCampaign({ sql: ctx.sql, log: req.log }, { tenantId: req.principal.tenantId, brandId: req.principal.brandId, campaignId: req.params.id }),
+      data: await campaigns.getCampaign(deps(ctx, req.log), { tenantId: req.principal.tenantId, brandId: req.principal.brandId, campaignId: req.params.id }),
     }),
   }),
   defineRoute({
@@ -40,7 +45,7 @@ export const campaignRoutes: RouteDef[] = [
     description: 'Status moves follow the spec table; a disallowed move (including to the current status) is 400 BAD_REQUEST with `details: { from, to, allowed }`.',
     params: IdParams, body: UpdateCampaignBody, responses: { 200: data(Campaign) },
     handler: async (ctx, req) => ({
-      data: await campaigns.updateCampaign({ sql: ctx.sql, log: req.log }, {
+      data: await campaigns.updateCampaign(deps(ctx, req.log), {
         tenantId: req.principal.tenantId,
         brandId: req.principal.brandId,
         campaignId: req.params.id,
@@ -54,7 +59,17 @@ export const campaignRoutes: RouteDef[] = [
     description: 'The same move as PATCH status cancelled: allowed from scheduled, running and paused; otherwise 400 with `details: { from, to, allowed }`.',
     params: IdParams, responses: { 200: data(Campaign) },
     handler: async (ctx, req) => ({
-      data: await campaigns.cancelCampaign({ sql: ctx.sql, log: req.log }, { tenantId: req.principal.tenantId, brandId: req.principal.brandId, campaignId: req.params.id }),
+      data: await campaigns.cancelCampaign(deps(ctx, req.log), { tenantId: req.principal.tenantId, brandId: req.principal.brandId, campaignId: req.params.id }),
     }),
+  }),
+  defineRoute({
+    method: 'GET', path: '/campaigns/:id/participants', operationId: 'listCampaignParticipants', tags,
+    summary: "A journey's participants and where each stands",
+    description: 'In entry order, keyset-paginated (`cursor` from `next_cursor`). Empty for campaigns that are not journeys.',
+    params: IdParams, query: ParticipantsQuery, responses: { 200: ParticipantList },
+    handler: async (ctx, req) =>
+      campaigns.listParticipants(deps(ctx, req.log), {
+        tenantId: req.principal.tenantId, brandId: req.principal.brandId, campaignId: req.params.id, ...req.query,
+      }),
   }),
 ]

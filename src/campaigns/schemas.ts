@@ -17,17 +17,23 @@ const Channels = Type.Array(Channel, { minItems: 1, uniqueItems: true })
 const Name = Type.String({ minLength: 1, maxLength: 200 })
 const Description = Type.String({ maxLength: 5000 })
 
+const counter = (description: string) => Type.Integer({ minimum: 0, description })
 export const CampaignStats = Type.Object(
   {
-    sent: Type.Integer(),
-    delivered: Type.Integer(),
-    opened: Type.Integer(),
-    clicked: Type.Integer(),
-    bounced: Type.Integer(),
-    unsubscribed: Type.Integer(),
-    converted: Type.Integer(),
+    audience: counter('players selected, the hold-out included'),
+    control: counter('players held out (control group)'),
+    sent: counter('notifications that left the queue (delivered, bounced or failed after trying)'),
+    delivered: counter('notifications the channel accepted'),
+    suppressed: counter('notifications the delivery rules stopped (status, consent, caps, cancel, ...)'),
+    failed: counter('notifications that failed'),
+    opened: counter('notifications opened'),
+    clicked: counter('notifications clicked'),
+    bounced: counter('notifications bounced'),
+    unsubscribed: counter('notifications whose recipient unsubscribed through them'),
+    converted: counter('players who converted within the window after a delivered message'),
+    control_converted: counter('held-out players who converted within the window'),
   },
-  { description: 'Counters kept by the execution engine; all zero until it runs the campaign' },
+  { description: 'Kept by the execution engine (contract-engines §4); current within a few seconds' },
 )
 
 export const Campaign = Type.Object(
@@ -76,3 +82,26 @@ export const CampaignListQuery = Type.Object({ status: Type.Optional(CampaignSta
 export type CampaignListQuery = Static<typeof CampaignListQuery>
 
 export const CampaignList = Type.Object({ campaigns: Type.Array(Campaign), total: Type.Integer() })
+
+export const ParticipantStatus = Type.Union([Type.Literal('active'), Type.Literal('waiting'), Type.Literal('completed'), Type.Literal('exited')])
+
+export const Participant = Type.Object(
+  {
+    player_id: Uuid,
+    step: Nullable(Type.String({ description: 'the step the player is at (or ended at)' })),
+    status: ParticipantStatus,
+    entered_at: DateTime,
+    updated_at: DateTime,
+  },
+  { $id: 'CampaignParticipant' },
+)
+export type Participant = Static<typeof Participant>
+
+export const ParticipantsQuery = Type.Object({
+  status: Type.Optional(ParticipantStatus),
+  limit: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),
+  cursor: Type.Optional(Type.String({ maxLength: 2048 })),
+})
+export type ParticipantsQuery = Static<typeof ParticipantsQuery>
+
+export const ParticipantList = Type.Object({ data: Type.Array(Participant), next_cursor: Nullable(Type.String()) })

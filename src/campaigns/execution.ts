@@ -1,0 +1,267 @@
+// Campaign execution (contract-engines §4, docs/campaigns.md "Execution"): what happens when a campaign
+// changes status, the engine's visits to due campaigns (start_at, end_at, cron ticks), and runs: a run
+// selects its audience once (the segment's members at that moment, frozen in campaign_audience) and then
+// enqueues it chunk by chunk, each chunk one transaction that marks its members enqueued. A process that
+// dies mid-run leaves the rest unmarked; whoever takes the run over continues from there, and the
+// exactly-once key of campaign_sends makes a repeated chunk send nothing.
+import type { AppContext } from '../context.ts'
+import type { QueueTable } from '../engine/work-loop.ts'
+import { insertOutbox } from '../lib/outbox.ts'
+import { memberCondition } from '../segments/queries.ts'
+import { controlPercentOf, controlSql } from './control-group.ts'
+import type { Sql } from './queries.ts'
+import { engineTimes, latestDueTick } from './schedule.ts'
+import type { CampaignType } from './schemas.ts'
+import { enqueueCampaignSends } from './sends.ts'
+import type { CampaignStatus } from './status.ts'
+
+type Deps = Pick<AppContext, 'sql' | 'log' | 'clock' | 'delivery'>
+
+/** Players per chunk transaction. */
+export const CHUNK_SIZE = 1000
+/** How long a process may hold a run or a participant before another may take it over (renewed per chunk). */
+export const LEASE_MS = 5_000
+
+export interface EngineCampaign {
+  id: string
+  tenant_id: string
+  brand_id: string
+  status: CampaignStatus
+  type: CampaignType
+  channels: string[]
+  target_segment_id: string | null
+  schedule: Record<string, unknown>
+  config: Record<string, unknown>
+  started_at: Date | null
+  next_tick_at: Date | null
+}
+
+const engineColumns = (sql: Sql) =>
+  sql`id, tenant_id, brand_id, status, type, channels, target_segment_id, schedule, config, started_at, next_tick_at`
+
+export async function selectEngineCampaign(sql: Sql, id: string, lock: '' | 'for update' | 'for share' = ''): Promise<EngineCampaign | undefined> {
+  const [row] = await sql<EngineCampaign[]>`
+    select ${engineColumns(sql)} from campaigns where id = ${id} ${lock === 'for update' ? sql`for update` : lock === 'for share' ? sql`for share` : sql``}`
+  return row
+}
+
+export const templateFor = (c: Pick<EngineCampaign, 'config'>, channel: string): string | undefined => {
+  const t = c.config.templates
+  return t && typeof t === 'object' ? ((t as Record<string, unknown>)[channel] as string | undefined) : undefined
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Status changes (inside the transaction of the change)
+
+/** Writes engine_due_at / next_tick_at for the campaign's current status and schedule. */
+export async function storeEngineTimes(tx: Sql, c: EngineCampaign, now: Date): Promise<void> {
+  const t = engineTimes({ status: c.status, type: c.type, schedule: c.schedule, nextTickAt: c.next_tick_at }, now)
+  await tx`update campaigns set engine_due_at = ${t.engineDueAt}, next_tick_at = ${t.nextTickAt} where id = ${c.id}`
+}
+
+/** Creates a run unless the campaign already has one with this key; returns its id either way. */
+async function ensureRun(tx: Sql, c: EngineCampaign, runKey: string, state: 'pending' | 'selected' = 'pending'): Promise<{ id: string; created: boolean }> {
+  // Due at once, in the database's time: the work loop compares due_at with now() there.
+  const [created] = await tx<{ id: string }[]>`
+    insert into campaign_runs (campaign_id, tenant_id, brand_id, run_key, state, due_at)
+    values (${c.id}, ${c.tenant_id}, ${c.brand_id}, ${runKey}, ${state}, now())
+    on conflict (campaign_id, run_key) do nothing
+    returning id`
+  if (created) return { id: created.id, created: true }
+  const [existing] = await tx<{ id: string }[]>`select id from campaign_runs where campaign_id = ${c.id} and run_key = ${runKey}`
+  return { id: existing!.id, created: false }
+}
+
+/** A run whose audience is the target segment's members now (once per run key). */
+async function startRun(tx: Sql, c: EngineCampaign, runKey: string, now: Date): Promise<{ id: string; created: boolean; audience: number }> {
+  const run = await ensureRun(tx, c, runKey, 'selected')
+  if (!run.created) return { ...run, audience: 0 }
+  return { ...run, audience: await selectAudience(tx, c, run.id, now) }
+}
+
+/**
+ * What a status move sets in motion; `c` is the campaign after the move. Runs on the transaction of the
+ * move, so the work exists exactly when the new status does.
+ */
+export async function onStatusChange(tx: Sql, c: EngineCampaign, from: CampaignStatus, now: Date): Promise<void> {
+  if (c.status === 'running' && from !== 'paused') {
+    await tx`update campaigns set started_at = coalesce(started_at, ${now}) where id = ${c.id}`
+    // The one-shot's audience, and a journey's entry from its segment: the members at the moment it starts,
+    // selected in the transaction of the start.
+    if (c.type === 'one_shot' || (c.type === 'journey' && c.target_segment_id)) await startRun(tx, c, 'start', now)
+  }
+  if (c.status === 'cancelled') await dropPending(tx, c.id)
+  await storeEngineTimes(tx, c, now)
+}
+
+/** Cancel: runs stop, journeys end, queued notifications end suppressed (campaign_cancelled). */
+async function dropPending(tx: Sql, campaignId: string): Promise<void> {
+  await tx`update campaign_runs set state = 'cancelled', updated_at = now() where campaign_id = ${campaignId} and state in ('pending', 'selected')`
+  await tx`update campaign_participants set status = 'exited', wake_at = null, updated_at = now() where campaign_id = ${campaignId} and status in ('active', 'waiting')`
+  // A notification claimed by a dispatcher (lease_owner set, due_at in the future) may be in its channel
+  // call right now: left to the dispatcher, whose re-check before any further attempt suppresses it
+  // (campaign_cancelled) too.
+  await tx`
+    update notifications set status = 'suppressed', reason = 'campaign_cancelled', updated_at = now()
+    where campaign_id = ${campaignId} and status = 'queued' and not (lease_owner is not null and due_at > now())`
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Visits to due campaigns: scheduled → running at start_at, running → completed at end_at, cron ticks
+
+async function complete(tx: Sql, c: Pick<EngineCampaign, 'id' | 'tenant_id' | 'brand_id' | 'type'>, reason: 'all_enqueued' | 'end_at'): Promise<boolean> {
+  const [done] = await tx<{ id: string }[]>`
+    update campaigns set status = 'completed', engine_due_at = null, next_tick_at = null, updated_at = now()
+    where id = ${c.id} and status in ('running', 'paused') returning id`
+  if (!done) return false
+  await tx`update campaign_runs set state = 'cancelled', updated_at = now() where campaign_id = ${c.id} and state in ('pending', 'selected')`
+  await tx`update campaign_participants set status = 'exited', wake_at = null, updated_at = now() where campaign_id = ${c.id} and status in ('active', 'waiting')`
+  await insertOutbox(tx, {
+    tenantId: c.tenant_id,
+    brandId: c.brand_id,
+    event: 'campaign.completed',
+    data: { campaign_id: c.id, type: c.type, brand_id: c.brand_id, reason },
+  })
+  return true
+}
+
+/** Visits one campaign whose engine_due_at has come (locked; skipped when another process has it). */
+export async function visitCampaign(deps: Deps, campaignId: string): Promise<void> {
+  await deps.sql.begin(async (tx) => {
+    const [locked] = await tx<{ id: string }[]>`select id from campaigns where id = ${campaignId} for update skip locked`
+    if (!locked) return
+    const c = (await selectEngineCampaign(tx, campaignId))!
+    const now = deps.clock()
+    const startAt = c.schedule.start_at ? new Date(String(c.schedule.start_at)) : null
+    const endAt = c.schedule.end_at ? new Date(String(c.schedule.end_at)) : null
+    if (c.status === 'scheduled' && startAt && startAt <= now) {
+      await tx`update campaigns set status = 'running', updated_at = now() where id = ${c.id}`
+      c.status = 'running'
+      deps.log.info({ campaignId: c.id }, 'campaign started (start_at)')
+      await onStatusChange(tx, c, 'scheduled', now)
+    }
+    if ((c.status === 'running' || c.status === 'paused') && endAt && endAt <= now) {
+      await complete(tx, c, 'end_at')
+      deps.log.info({ campaignId: c.id }, 'campaign completed (end_at)')
+      return
+    }
+    if (c.status === 'running' && c.type === 'recurring' && c.next_tick_at && c.next_tick_at <= now) {
+      // One run for the latest tick due: ticks missed while the service was down are not sent in a burst.
+      const tick = latestDueTick(c.schedule, c.next_tick_at, now)
+      const run = await startRun(tx, c, `tick:${tick.toISOString()}`, now)
+      if (run.created) deps.log.info({ campaignId: c.id, tick: tick.toISOString(), audience: run.audience }, 'recurring tick')
+      c.next_tick_at = null
+    } else if (c.status === 'paused' && c.type === 'recurring' && c.next_tick_at && c.next_tick_at <= now) {
+      c.next_tick_at = null // a tick while paused is skipped
+    }
+    await storeEngineTimes(tx, c, now)
+  })
+}
+
+export async function selectDueCampaignIds(sql: Sql, now: Date, limit: number): Promise<string[]> {
+  const rows = await sql<{ id: string }[]>`
+    select id from campaigns where engine_due_at <= ${now} order by engine_due_at limit ${limit}`
+  return rows.map((r) => r.id)
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Runs
+
+/**
+ * The runs as a queue of the shared work loop (src/engine/work-loop.ts): due runs of running campaigns,
+ * one actor per campaign (its runs one at a time, campaigns side by side). A claim leases the run by
+ * pushing due_at to the lease's end; processRun renews it after each chunk.
+ */
+export const RUNS_QUEUE: QueueTable = {
+  table: 'campaign_runs',
+  keyColumn: 'campaign_id',
+  dueColumn: 'due_at',
+  ownerColumn: 'lease_owner',
+  where: (sql) => sql`state in ('pending', 'selected') and exists (select 1 from campaigns c where c.id = campaign_runs.campaign_id and c.status = 'running')`,
+}
+
+interface RunRow {
+  id: string
+  campaign_id: string
+  run_key: string
+  state: 'pending' | 'selected' | 'done' | 'cancelled'
+}
+
+/** Selects the run's audience: the target segment's members now, with their arm. */
+async function selectAudience(tx: Sql, c: EngineCampaign, runId: string, now: Date): Promise<number> {
+  const [seg] = await tx<{ type: 'dynamic' | 'static'; rules: Record<string, unknown>; tenant_id: string; brand_id: string }[]>`
+    select type, rules, tenant_id, brand_id from segments
+    where id = ${c.target_segment_id} and tenant_id = ${c.tenant_id} and brand_id = ${c.brand_id}`
+  if (!seg) return 0 // the segment is gone: an empty audience
+  const result = await tx`
+    insert into campaign_audience (run_id, player_id, campaign_id, control, selected_at)
+    select ${runId}::uuid, p.id, ${c.id}::uuid, ${controlSql(tx, c.id, tx`p.id`, controlPercentOf(c.config))}, ${now}
+    from players p left join player_profiles pp on pp.player_id = p.id
+    where p.tenant_id = ${c.tenant_id} and p.brand_id = ${c.brand_id} and ${memberCondition(tx, seg, now)}
+    on conflict do nothing`
+  return result.count
+}
+
+/**
+ * Works on one claimed run until it is done, the campaign stops running, or `shouldStop`. Each chunk is
+ * one transaction holding the campaign row shared, so a pause or cancel waits for the chunk in flight and
+ * no chunk starts after it.
+ */
+export async function processRun(deps: Deps, runId: string, shouldStop: () => boolean = () => false, chunkSize = CHUNK_SIZE): Promise<void> {
+  for (;;) {
+    if (shouldStop()) return
+    const more = await deps.sql.begin(async (tx) => {
+      // Campaign first, then run: the order a status change (campaign row, then its runs) locks them in.
+      const [ref] = await tx<{ campaign_id: string }[]>`select campaign_id from campaign_runs where id = ${runId}`
+      if (!ref) return false
+      const c = await selectEngineCampaign(tx, ref.campaign_id, 'for share')
+      if (!c || c.status !== 'running') return false
+      const [run] = await tx<RunRow[]>`select id, campaign_id, run_key, state from campaign_runs where id = ${runId} for update`
+      if (!run || (run.state !== 'pending' && run.state !== 'selected')) return false
+      const now = deps.clock()
+      if (run.state === 'pending') {
+        const n = await selectAudience(tx, c, run.id, now)
+        await tx`update campaign_runs set state = 'selected', due_at = now() + ${LEASE_MS} * interval '1 millisecond', updated_at = now() where id = ${run.id}`
+        deps.log.info({ campaignId: c.id, runId: run.id, audience: n }, 'campaign audience selected')
+        return true
+      }
+      const members = await tx<{ player_id: string }[]>`
+        select player_id from campaign_audience
+        where run_id = ${run.id} and not enqueued and not control
+        order by player_id limit ${chunkSize}
+        for update skip locked`
+      if (members.length) {
+        const ids = members.map((m) => m.player_id)
+        if (c.type === 'journey') {
+          await tx`
+            insert into campaign_participants (campaign_id, tenant_id, brand_id, player_id, step, status, wake_at, entered_at, updated_at)
+            select ${c.id}::uuid, ${c.tenant_id}::uuid, ${c.brand_id}::uuid, x.id, ${firstStepId(c)}, 'active', ${now}, ${now}, ${now}
+            from unnest(${ids}::uuid[]) as x(id)
+            on conflict (campaign_id, player_id) do nothing`
+        } else {
+          const items = ids.flatMap((playerId) => c.channels.map((channel) => ({ playerId, channel, templateId: templateFor(c, channel)! })))
+          await enqueueCampaignSends(tx, deps, c, run.id, '', items)
+        }
+        await tx`update campaign_audience set enqueued = true where run_id = ${run.id} and player_id = any(${ids}::uuid[])`
+        // Renew the lease: another process takes the run over only if this one stops renewing it.
+        await tx`update campaign_runs set due_at = now() + ${LEASE_MS} * interval '1 millisecond', updated_at = now() where id = ${run.id}`
+        return true
+      }
+      // Nothing left unmarked that this transaction could lock: done unless another process holds a chunk.
+      const [busy] = await tx<{ n: number }[]>`
+        select count(*)::int as n from campaign_audience where run_id = ${run.id} and not enqueued and not control`
+      if (busy!.n > 0) return false
+      await tx`update campaign_runs set state = 'done', updated_at = now() where id = ${run.id}`
+      if (c.type === 'one_shot') {
+        if (await complete(tx, c, 'all_enqueued')) deps.log.info({ campaignId: c.id }, 'one-shot campaign completed')
+      }
+      return false
+    })
+    if (!more) return
+  }
+}
+
+export function firstStepId(c: Pick<EngineCampaign, 'config'>): string | null {
+  const steps = c.config.steps
+  return Array.isArray(steps) && steps[0] && typeof steps[0] === 'object' ? String((steps[0] as Record<string, unknown>).id) : null
+}

@@ -1,0 +1,116 @@
+// Journeys: each participant advances through config.steps on its own. advanceParticipant runs the steps
+// from where the player stands until one makes it wait (wait, wait_for_event) or the journey ends, in one
+// transaction holding the participant row, so two processes never advance the same player at once and a
+// crash replays the whole advance (its sends are keyed by (campaign, entry, player, step, channel)).
+import type { AppContext } from '../context.ts'
+import { compileRules } from '../segments/rules.ts'
+import type { QueueTable } from '../engine/work-loop.ts'
+import { selectEngineCampaign } from './execution.ts'
+import { enqueueCampaignSends } from './sends.ts'
+
+type Deps = Pick<AppContext, 'sql' | 'log' | 'clock' | 'delivery'>
+
+/** Steps run per advance at most (validation refuses loops without a wait; this is a second guard). */
+const MAX_STEPS_PER_ADVANCE = 100
+
+interface Step {
+  id: string
+  type: 'send' | 'wait' | 'wait_for_event' | 'branch'
+  channel?: string
+  template_id?: string
+  next?: string | null
+  seconds?: number
+  timeout_seconds?: number
+  on_event?: string | null
+  on_timeout?: string | null
+  condition?: Record<string, unknown>
+  then?: string | null
+  else?: string | null
+}
+
+interface ParticipantRow {
+  id: string
+  campaign_id: string
+  player_id: string
+  step: string | null
+  status: 'active' | 'waiting' | 'completed' | 'exited'
+  wake_at: Date | null
+}
+
+/**
+ * Participants as a queue of the shared work loop: due to advance (active, or waiting past wake_at) in a
+ * running journey, one actor per player. A claim pushes wake_at to the lease's end; the advance writes
+ * the next wake_at (or none).
+ */
+export const PARTICIPANTS_QUEUE: QueueTable = {
+  table: 'campaign_participants',
+  keyColumn: 'player_id',
+  dueColumn: 'wake_at',
+  ownerColumn: 'lease_owner',
+  where: (sql) => sql`status in ('active', 'waiting') and exists (select 1 from campaigns c where c.id = campaign_participants.campaign_id and c.status = 'running')`,
+}
+
+export async function advanceParticipant(deps: Deps, participantId: string): Promise<void> {
+  await deps.sql.begin(async (tx) => {
+    const [ref] = await tx<{ campaign_id: string }[]>`select campaign_id from campaign_participants where id = ${participantId}`
+    if (!ref) return
+    const c = await selectEngineCampaign(tx, ref.campaign_id, 'for share')
+    if (!c || c.status !== 'running') return
+    const [p] = await tx<ParticipantRow[]>`
+      select id, campaign_id, player_id, step, status, wake_at from campaign_participants where id = ${participantId} for update`
+    if (!p || (p.status !== 'active' && p.status !== 'waiting')) return
+    const now = deps.clock()
+    const steps = new Map(((c.config.steps as Step[] | undefined) ?? []).map((s) => [s.id, s]))
+    const save = (step: string | null, status: ParticipantRow['status'], wakeAt: Date | null) =>
+      tx`update campaign_participants set step = ${step}, status = ${status}, wake_at = ${wakeAt}, updated_at = ${now} where id = ${p.id}`
+
+    // A marketing journey keeps only active players: anyone else leaves it at once.
+    if (c.config.class !== 'transactional') {
+      const [player] = await tx<{ status: string }[]>`select status from players where id = ${p.player_id}`
+      if (!player || player.status !== 'active') {
+        await save(p.step, 'exited', null)
+        return
+      }
+    }
+    let stepId = p.step
+    let woken = p.status === 'waiting' // the wait or the timeout at `stepId` is over
+    for (let n = 0; n < MAX_STEPS_PER_ADVANCE; n++) {
+      const step = stepId === null ? undefined : steps.get(stepId)
+      if (!step) {
+        await save(stepId, 'completed', null)
+        return
+      }
+      switch (step.type) {
+        case 'send':
+          await enqueueCampaignSends(tx, deps, c, p.id, step.id, [{ playerId: p.player_id, channel: step.channel!, templateId: step.template_id! }])
+          stepId = step.next ?? null
+          break
+        case 'wait':
+          if (!woken) {
+            await save(step.id, 'waiting', new Date(now.getTime() + step.seconds! * 1000))
+            return
+          }
+          stepId = step.next ?? null
+          break
+        case 'wait_for_event':
+          if (!woken) {
+            await save(step.id, 'waiting', new Date(now.getTime() + step.timeout_seconds! * 1000))
+            return
+          }
+          stepId = step.on_timeout ?? null
+          break
+        case 'branch': {
+          const [hit] = await tx<{ ok: boolean }[]>`
+            select true as ok from players p left join player_profiles pp on pp.player_id = p.id
+            where p.id = ${p.player_id} and ${compileRules(tx, step.condition ?? {}, now)}`
+          stepId = (hit ? step.then : step.else) ?? null
+          break
+        }
+      }
+      woken = false
+    }
+    // A loop without a wait (refused on write) would end here instead of sending forever.
+    deps.log.warn({ campaignId: c.id, participantId: p.id }, 'journey advance stopped after too many steps')
+    await save(stepId, 'active', new Date(now.getTime() + 60_000))
+  })
+}

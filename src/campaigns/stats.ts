@@ -1,0 +1,76 @@
+// Campaign stats (contract-engines §4): counted from the engine's own tables and the notifications the
+// campaign enqueued, never incremented by hand, so they cannot drift. GET /campaigns/{id} computes them
+// live; the engine writes them to campaigns.stats every few seconds for running campaigns (the list).
+import type { Sql } from './queries.ts'
+
+export interface CampaignStats {
+  audience: number
+  control: number
+  sent: number
+  delivered: number
+  suppressed: number
+  failed: number
+  opened: number
+  clicked: number
+  bounced: number
+  unsubscribed: number
+  converted: number
+  control_converted: number
+}
+
+export const EMPTY_STATS: CampaignStats = {
+  audience: 0, control: 0, sent: 0, delivered: 0, suppressed: 0, failed: 0, opened: 0, clicked: 0, bounced: 0,
+  unsubscribed: 0, converted: 0, control_converted: 0,
+}
+
+/**
+ * `audience` = distinct players selected (hold-out included) plus journey participants entered by event,
+ * `control` = distinct held-out players; message counters count notifications (one per channel): `sent`
+ * every message that left the queue (delivered, bounced or failed after trying), `suppressed` those the
+ * delivery rules stopped; `converted`/`control_converted` count players.
+ */
+export async function computeStats(sql: Sql, campaignIds: string[]): Promise<Map<string, CampaignStats>> {
+  const out = new Map<string, CampaignStats>(campaignIds.map((id) => [id, { ...EMPTY_STATS }]))
+  if (!campaignIds.length) return out
+  const [audience, messages, conversions] = await Promise.all([
+    sql<{ campaign_id: string; audience: number; control: number }[]>`
+      select campaign_id, count(distinct player_id)::int as audience, count(distinct player_id) filter (where control)::int as control
+      from (
+        select campaign_id, player_id, control from campaign_audience where campaign_id = any(${campaignIds}::uuid[])
+        union all
+        select campaign_id, player_id, false from campaign_participants where campaign_id = any(${campaignIds}::uuid[])
+      ) a
+      group by campaign_id`,
+    sql<{ campaign_id: string; status: string; n: number; opened: number; clicked: number; unsubscribed: number }[]>`
+      select campaign_id, status, count(*)::int as n, count(opened_at)::int as opened, count(clicked_at)::int as clicked,
+             count(unsubscribed_at)::int as unsubscribed
+      from notifications
+      where campaign_id = any(${campaignIds}::uuid[])
+      group by campaign_id, status`,
+    sql<{ campaign_id: string; converted: number; control_converted: number }[]>`
+      select campaign_id, count(*) filter (where not control)::int as converted, count(*) filter (where control)::int as control_converted
+      from campaign_conversions where campaign_id = any(${campaignIds}::uuid[])
+      group by campaign_id`,
+  ])
+  for (const r of audience) Object.assign(out.get(r.campaign_id)!, { audience: r.audience, control: r.control })
+  for (const r of messages) {
+    const s = out.get(r.campaign_id)!
+    if (r.status === 'delivered') s.delivered += r.n
+    if (r.status === 'suppressed') s.suppressed += r.n
+    if (r.status === 'failed') s.failed += r.n
+    if (r.status === 'bounced') s.bounced += r.n
+    if (r.status === 'delivered' || r.status === 'bounced' || r.status === 'failed') s.sent += r.n
+    s.opened += r.opened
+    s.clicked += r.clicked
+    s.unsubscribed += r.unsubscribed
+  }
+  for (const r of conversions) Object.assign(out.get(r.campaign_id)!, { converted: r.converted, control_converted: r.control_converted })
+  return out
+}
+
+/** Recomputes and stores the stats of these campaigns. */
+export async function refreshStats(sql: Sql, campaignIds: string[]): Promise<Map<string, CampaignStats>> {
+  const stats = await computeStats(sql, campaignIds)
+  for (const [id, s] of stats) await sql`update campaigns set stats = ${sql.json(s as never)} where id = ${id}`
+  return stats
+}
