@@ -6,7 +6,6 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -17,6 +16,7 @@ import { createLogger } from '../src/lib/log.ts'
 import { pct, runLoad, type LoadResult } from './ingest/load.ts'
 import { freshDatabase } from './fresh-database.ts'
 import { makeBodies, transformBodies } from './ingest/workload.ts'
+import { freePort } from './free-port.ts'
 
 const root = fileURLToPath(new URL('../', import.meta.url))
 const TENANTS = Number(process.env.BENCH_TENANTS ?? 4)
@@ -34,15 +34,6 @@ const BATCH_CONCURRENCY = Number(process.env.BENCH_BATCH_CONCURRENCY ?? 16)
 const SINGLE_CONCURRENCY = Number(process.env.BENCH_SINGLE_CONCURRENCY ?? 256)
 
 const out = (s: string) => process.stdout.write(`${s}\n`)
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port
-      s.close(() => resolve(port))
-    })
-  })
-}
 
 async function startServer(env: Record<string, string | undefined>): Promise<{ proc: ChildProcess; port: number; adminKey: string; dir: string }> {
   const port = await freePort()

@@ -10,7 +10,7 @@ const server = spawn(process.execPath, ['--import', './src/ts-loader.mjs', new U
   stdio: ['ignore', 'pipe', 'inherit'],
   env: process.env,
 })
-const ports = await new Promise<{ bare: number; respin: number; key: string }>((resolve) => {
+const ports = await new Promise<{ bare: number; bareNode: number; respin: number; key: string; engine: string }>((resolve) => {
   let out = ''
   server.stdout.on('data', (c: Buffer) => {
     out += c
@@ -47,11 +47,12 @@ async function load(url: string): Promise<{ rps: number; p99: number }> {
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number
-const runs: Record<string, { rps: number; p99: number }[]> = { bare: [], health: [], noop: [] }
+const runs: Record<string, { rps: number; p99: number }[]> = { bare: [], bareNode: [], health: [], noop: [] }
 await load(`http://127.0.0.1:${ports.bare}/api/v1/health`) // warm-up (JIT, connections)
 for (let round = 0; round < ROUNDS; round++) {
   // Interleaved, so drift on a shared machine hits all three alike.
   runs.bare!.push(await load(`http://127.0.0.1:${ports.bare}/api/v1/health`))
+  runs.bareNode!.push(await load(`http://127.0.0.1:${ports.bareNode}/api/v1/health`))
   runs.health!.push(await load(`http://127.0.0.1:${ports.respin}/api/v1/health`))
   runs.noop!.push(await load(`http://127.0.0.1:${ports.respin}/api/v1/_bench/noop`))
 }
@@ -65,10 +66,11 @@ const row = (name: string, key: string) => {
 }
 process.stdout.write(
   [
-    `router overhead: ${ROUNDS} rounds × ${DURATION_S}s, 64 connections, ${hasWrk ? 'wrk (1 thread)' : 'autocannon, 4 pipelined'}, medians (load generator on the same machine)`,
+    `router overhead, HTTP_ENGINE=${ports.engine}: ${ROUNDS} rounds × ${DURATION_S}s, 64 connections, ${hasWrk ? 'wrk (1 thread)' : 'autocannon, 4 pipelined'}, medians (load generator on the same machine)`,
     '| target | req/s | p99 ms | ratio to bare uWS |',
     '|---|---|---|---|',
     row('bare uWS handler', 'bare'),
+    row('bare node:http handler', 'bareNode'),
     row('GET /api/v1/health (router, cached checks)', 'health'),
     row('GET authenticated no-op (router + key auth + scope)', 'noop'),
     '',
@@ -77,3 +79,7 @@ process.stdout.write(
 const healthRatio = median(runs.health!.map((r) => r.rps)) / bare
 const noopRatio = median(runs.noop!.map((r) => r.rps)) / bare
 process.stdout.write(`ratio health ${healthRatio.toFixed(2)}, authenticated no-op ${noopRatio.toFixed(2)} (target ≥ 0.80)\n`)
+const bareNodeRps = median(runs.bareNode!.map((r) => r.rps))
+process.stdout.write(
+  `to bare node:http: health ${(median(runs.health!.map((r) => r.rps)) / bareNodeRps).toFixed(2)}, no-op ${(median(runs.noop!.map((r) => r.rps)) / bareNodeRps).toFixed(2)}\n`,
+)

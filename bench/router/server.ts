@@ -1,6 +1,7 @@
 // Server side of the router bench: a bare uWS handler and Respin in one process (so they share the core),
 // on two ports. Prints {"bare":port,"respin":port,"key":"rsp_..."} once both listen.
 import { mkdtempSync } from 'node:fs'
+import http from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Type from 'typebox'
@@ -38,7 +39,14 @@ bare.get('/api/v1/health', (res) => {
 const barePort = await new Promise<number>((resolve, reject) =>
   bare.listen('127.0.0.1', 0, (s) => (s ? resolve(uWS.us_socket_local_port(s as unknown as uWS.us_socket)) : reject(new Error('listen')))),
 )
-process.stdout.write(`${JSON.stringify({ bare: barePort, respin: app.port, key })}\n`)
+// The same bare handler on node:http: the floor of the default engine (HTTP_ENGINE=node).
+const bareNode = http.createServer((_req, res) => {
+  res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(health) })
+  res.end(health)
+})
+bareNode.keepAliveTimeout = 10_000
+const bareNodePort = await new Promise<number>((resolve) => bareNode.listen(0, '127.0.0.1', () => resolve((bareNode.address() as { port: number }).port)))
+process.stdout.write(`${JSON.stringify({ bare: barePort, bareNode: bareNodePort, respin: app.port, key, engine: config.httpEngine })}\n`)
 process.on('SIGTERM', () => {
   app.close().finally(() => process.exit(0))
 })

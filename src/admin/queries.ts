@@ -1,3 +1,4 @@
+import type { TransactionSql } from 'postgres'
 import type { Sql } from '../db/postgres.ts'
 import type { ApiKey, Brand, Tenant } from './schemas.ts'
 
@@ -53,7 +54,7 @@ export async function updateBrand(
   brandId: string,
   patch: { name?: string; active?: boolean; makeDefault?: boolean },
 ): Promise<Brand | undefined> {
-  return sql.begin(async (tx) => {
+  return atomically(sql, async (tx) => {
     const [current] = await tx<{ tenant_id: string }[]>`select tenant_id from brands where id = ${brandId} for update`
     if (!current) return undefined
     if (patch.makeDefault) {
@@ -69,6 +70,22 @@ export async function updateBrand(
       returning id, tenant_id, name, slug, is_default, active, created_at`
     return brandOut(row!)
   })
+}
+
+/**
+ * fn in a transaction of its own, or in a savepoint when `sql` already is a transaction (an audited admin
+ * request runs its change and its audit row in one).
+ */
+export function atomically<T>(sql: Sql, fn: (tx: Sql) => Promise<T>): Promise<T> {
+  if ('savepoint' in sql) return (sql as unknown as TransactionSql).savepoint((tx) => fn(tx as unknown as Sql)) as Promise<T>
+  return sql.begin((tx) => fn(tx as unknown as Sql)) as Promise<T>
+}
+
+/** The audit trail's "before" of a key: what an admin sees of it, never its hash. */
+export async function selectKey(sql: Sql, keyId: string): Promise<(ApiKey & { tenant_id: string }) | undefined> {
+  const [row] = await sql<(KeyRow & { tenant_id: string })[]>`
+    select id, tenant_id, name, prefix, scopes, brand_id, created_at, expires_at, revoked_at from api_keys where id = ${keyId}`
+  return row && { ...keyOut(row), tenant_id: row.tenant_id }
 }
 
 export async function insertKey(

@@ -1,6 +1,12 @@
 import Type from 'typebox'
+import { ADMIN_ACTOR, listAudit, recordAudit } from '../audit/service.ts'
+import { AuditPage, AuditQuery } from '../audit/schemas.ts'
+import type { AppContext } from '../context.ts'
+import type { Bus, BusTopic } from '../db/bus.ts'
+import type { Sql } from '../db/postgres.ts'
 import { defineAdminRoute, type RouteDef } from '../http/route.ts'
 import { DateTime, Uuid, data } from '../lib/schemas.ts'
+import * as q from './queries.ts'
 import * as admin from './service.ts'
 import { ApiKey, Brand, CreateBrandBody, CreatedApiKey, CreateKeyBody, CreateTenantBody, EventMapping, Tenant, UpdateBrandBody } from './schemas.ts'
 
@@ -9,7 +15,7 @@ const BrandParams = Type.Object({ brandId: Uuid })
 const KeyParams = Type.Object({ keyId: Uuid })
 const tags = ['admin']
 
-export const adminRoutes: RouteDef[] = [
+const routes: RouteDef[] = [
   defineAdminRoute({
     method: 'POST', path: '/admin/tenants', operationId: 'adminCreateTenant', tags,
     summary: 'Create a tenant (it starts with no brand)',
@@ -65,3 +71,94 @@ export const adminRoutes: RouteDef[] = [
     handler: async (ctx, req) => ({ data: await admin.getEventMapping(ctx, req.params.brandId) }),
   }),
 ]
+
+/** What the audit wrapper reads of an admin request. */
+interface Req {
+  params?: Record<string, string>
+  query: unknown
+  requestId: string
+}
+interface AuditSpec {
+  /** The state before the change, read in the change's transaction. */
+  before?: (tx: Sql, req: Req) => Promise<unknown>
+  tenant?: (req: Req, after: unknown, before: unknown) => string | undefined
+  target?: (req: Req, after: unknown) => { type: string; id: string } | undefined
+}
+
+const idOf = (v: unknown) => (v as { id?: string } | undefined)?.id
+const tenantOf = (v: unknown) => (v as { tenant_id?: string } | undefined)?.tenant_id
+const AUDIT: Record<string, AuditSpec> = {
+  adminCreateTenant: { tenant: (_r, after) => idOf(after), target: (_r, after) => ({ type: 'tenant', id: idOf(after) as string }) },
+  adminCreateBrand: { tenant: (r) => r.params?.tenantId, target: (_r, after) => ({ type: 'brand', id: idOf(after) as string }) },
+  adminUpdateBrand: {
+    before: (tx, r) => q.selectBrand(tx, r.params?.brandId as string),
+    tenant: (_r, after) => tenantOf(after),
+    target: (r) => ({ type: 'brand', id: r.params?.brandId as string }),
+  },
+  adminCreateKey: { tenant: (r) => r.params?.tenantId, target: (_r, after) => ({ type: 'api_key', id: idOf(after) as string }) },
+  adminListKeys: { tenant: (r) => r.params?.tenantId },
+  adminRevokeKey: {
+    before: (tx, r) => q.selectKey(tx, r.params?.keyId as string),
+    tenant: (_r, _a, before) => tenantOf(before),
+    target: (r) => ({ type: 'api_key', id: r.params?.keyId as string }),
+  },
+  adminSetEventMapping: {
+    before: async (tx, r) => (await q.selectBrand(tx, r.params?.brandId as string)) && q.selectMapping(tx, r.params?.brandId as string),
+    tenant: () => undefined,
+    target: (r) => ({ type: 'event_mapping', id: r.params?.brandId as string }),
+  },
+  adminGetEventMapping: { target: (r) => ({ type: 'event_mapping', id: r.params?.brandId as string }) },
+  adminListAudit: { tenant: (r) => (r.query as { tenant_id?: string }).tenant_id },
+}
+
+/**
+ * Every admin call writes an audit row in the transaction of its change (reads too: who looked at keys
+ * is worth knowing). The handler runs on that transaction; its cache invalidations (bus) are held back
+ * until the commit, so no process reloads the old state in between.
+ */
+function audited(def: RouteDef): RouteDef {
+  const spec = AUDIT[def.operationId] ?? {}
+  const handler = def.handler as (ctx: AppContext, req: Req) => Promise<{ data?: unknown } & Record<string, unknown>>
+  const isRead = def.method === 'GET'
+  return {
+    ...def,
+    handler: async (ctx: AppContext, req: Req) => {
+      const published: [BusTopic, string][] = []
+      const bus: Bus = { ...ctx.bus, publish: async (topic, payload) => void published.push([topic, payload]) }
+      const result = await ctx.sql.begin(async (tx) => {
+        const sql = tx as unknown as Sql
+        const before = spec.before ? await spec.before(sql, req) : undefined
+        const out = await handler({ ...ctx, sql, bus }, req)
+        const after = isRead ? undefined : out.data
+        let tenantId = spec.tenant?.(req, after, before)
+        // A mapping belongs to its brand's tenant.
+        if (def.operationId === 'adminSetEventMapping') tenantId = (await q.selectBrand(sql, req.params?.brandId as string))?.tenant_id
+        await recordAudit(sql, {
+          ...ADMIN_ACTOR,
+          tenantId,
+          action: def.operationId,
+          target: spec.target?.(req, after),
+          before: before ?? undefined,
+          after,
+          requestId: req.requestId,
+        })
+        return out
+      })
+      for (const [topic, payload] of published) await ctx.bus.publish(topic, payload)
+      return result
+    },
+  } as RouteDef
+}
+
+const auditRoute = defineAdminRoute({
+  method: 'GET', path: '/admin/audit', operationId: 'adminListAudit', tags,
+  summary: 'The audit trail, newest first',
+  description:
+    'One record per admin-API call and per change of settings, keys, mappings and webhooks: actor (admin or ' +
+    'an API key id), action, before/after with secrets masked, time, request id. `tenant_id` filters to one ' +
+    "tenant; `next_cursor` pages on (null at the end).",
+  query: AuditQuery, responses: { 200: AuditPage },
+  handler: async (ctx, req) => listAudit(ctx.sql, { tenantId: req.query.tenant_id, cursor: req.query.cursor, limit: req.query.limit }),
+})
+
+export const adminRoutes: RouteDef[] = [...routes, auditRoute].map(audited)

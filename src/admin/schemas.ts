@@ -68,7 +68,7 @@ export const CreateKeyBody = Type.Object({
 })
 
 export const MappingRule = Type.Object({
-  match: Type.String({ minLength: 1, maxLength: 128, description: 'incoming event_type; * matches any run of characters' }),
+  match: Type.String({ minLength: 1, maxLength: 128, description: 'incoming event_type; * matches any run of characters (at most 8 per rule)' }),
   action: Type.Optional(Type.Union([Type.Literal('map'), Type.Literal('ignore'), Type.Literal('reject')])),
   type: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'event type to store instead' })),
   fields: Type.Optional(

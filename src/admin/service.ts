@@ -5,6 +5,7 @@ import { pgErrorCode, PG_UNIQUE_VIOLATION, type Sql } from '../db/postgres.ts'
 import { badRequest, notFound } from '../errors.ts'
 import { ALL_CANONICAL_FIELDS } from '../events/canonical.ts'
 import * as q from './queries.ts'
+import { MAX_GLOB_WILDCARDS, wildcardCount } from '../events/glob.ts'
 import type { ApiKey, Brand, CreatedApiKey, EventMapping, Tenant } from './schemas.ts'
 
 export interface AdminDeps {
@@ -31,14 +32,15 @@ async function uniqueOr400<T>(fn: () => Promise<T>, message: string, details: Re
 export async function createTenant(deps: AdminDeps, input: { name: string; slug?: string }): Promise<Tenant> {
   if (input.slug) {
     const slug = input.slug
-    return uniqueOr400(() => q.insertTenant(deps.sql, { name: input.name, slug }), `tenant slug '${slug}' is taken`, { slug })
+    return uniqueOr400(() => q.atomically(deps.sql, (tx) => q.insertTenant(tx, { name: input.name, slug })), `tenant slug '${slug}' is taken`, { slug })
   }
   // A derived slug that collides gets a short random suffix rather than failing.
   const base = slugify(input.name)
   for (let attempt = 0; ; attempt++) {
     const slug = attempt === 0 ? base : `${base}-${Math.random().toString(36).slice(2, 7)}`
     try {
-      return await q.insertTenant(deps.sql, { name: input.name, slug })
+      // A savepoint per attempt: inside an audited request's transaction a failed insert must not abort it.
+      return await q.atomically(deps.sql, (tx) => q.insertTenant(tx, { name: input.name, slug }))
     } catch (err) {
       if (pgErrorCode(err) !== PG_UNIQUE_VIOLATION || attempt >= 5) throw err
     }
@@ -49,7 +51,7 @@ export const listTenants = (deps: AdminDeps) => q.selectTenants(deps.sql)
 
 export async function createBrand(deps: AdminDeps, input: { tenantId: string; name: string; slug: string }): Promise<Brand> {
   if (!(await q.tenantExists(deps.sql, input.tenantId))) throw notFound('tenant')
-  const brand = await uniqueOr400(() => q.insertBrand(deps.sql, input), `brand slug '${input.slug}' is taken in this tenant`, { slug: input.slug })
+  const brand = await uniqueOr400(() => q.atomically(deps.sql, (tx) => q.insertBrand(tx, input)), `brand slug '${input.slug}' is taken in this tenant`, { slug: input.slug })
   await deps.bus.publish('brand', input.tenantId)
   return brand
 }
@@ -118,6 +120,9 @@ export async function getEventMapping(deps: AdminDeps, brandId: string): Promise
 export async function setEventMapping(deps: AdminDeps, brandId: string, mapping: EventMapping): Promise<Required<EventMapping>> {
   const errors: { in: 'body'; field: string; message: string }[] = []
   mapping.rules.forEach((rule, i) => {
+    if (wildcardCount(rule.match) > MAX_GLOB_WILDCARDS) {
+      errors.push({ in: 'body', field: `rules.${i}.match`, message: `has more than ${MAX_GLOB_WILDCARDS} '*' wildcards` })
+    }
     for (const field of Object.keys(rule.fields ?? {})) {
       if (!ALL_CANONICAL_FIELDS.includes(field)) errors.push({ in: 'body', field: `rules.${i}.fields.${field}`, message: 'is not a canonical field' })
     }

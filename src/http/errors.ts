@@ -20,6 +20,10 @@ export function statusOf(code: ErrorCode): number {
       return 503
     case 'INTERNAL_ERROR':
       return 500
+    case 'REQUEST_TIMEOUT':
+      return 408
+    case 'HEADERS_TOO_LARGE':
+      return 431
   }
 }
 
@@ -67,8 +71,10 @@ export const STATUS_TEXT: Record<number, string> = {
   401: '401 Unauthorized',
   403: '403 Forbidden',
   404: '404 Not Found',
+  408: '408 Request Timeout',
   413: '413 Payload Too Large',
   429: '429 Too Many Requests',
+  431: '431 Request Header Fields Too Large',
   500: '500 Internal Server Error',
   503: '503 Service Unavailable',
 }

@@ -11,6 +11,7 @@ const ERROR_TEXT: Record<number, string> = {
   401: 'API key missing, invalid, revoked or expired',
   403: 'The key lacks the required scope',
   404: 'Not found, or not visible to the caller',
+  408: 'The request body stopped arriving (docs/http.md)',
   413: 'Request body too large',
   429: 'Tenant over its per-minute ingestion budget (Retry-After header)',
   500: 'Unexpected failure',
@@ -112,8 +113,8 @@ export function buildOpenApi(routes: RouteDef[], version: string): Json {
     if (route.auth === 'admin') operation['x-required-role'] = 'super_admin'
     paths[path] = { ...(paths[path] ?? {}), [route.method.toLowerCase()]: operation }
   }
+  // Registers ErrorBody (its $id is 'Error') as components.schemas.Error, which every error response refers to.
   toJsonSchema(ErrorBody, components)
-  components.Error = toJsonSchema(ErrorBody, components)
   return {
     openapi: '3.1.0',
     info: {

@@ -3,7 +3,6 @@
 import { randomBytes } from 'node:crypto'
 import type { TSchema } from 'typebox'
 import { Compile, type Validator } from 'typebox/compile'
-import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js'
 import { safeEqual } from '../auth/keys.ts'
 import type { Principal } from '../auth/types.ts'
 import type { AppContext } from '../context.ts'
@@ -27,8 +26,40 @@ interface CompiledRoute {
   hasBody: boolean
 }
 
+/**
+ * The part of uWS's request/response API the router uses. uWS's own objects have it; src/http/node-server.ts
+ * provides it over node:http, so both engines share every line below.
+ */
+export interface HttpRequest {
+  /** Lower-case name; '' when absent. */
+  getHeader(name: string): string
+  getQuery(): string | undefined
+  getParameter(index: number): string | undefined
+  getUrl(): string
+  getCaseSensitiveMethod(): string
+}
+export interface HttpResponse {
+  onAborted(handler: () => void): unknown
+  onData(handler: (chunk: ArrayBuffer | Uint8Array, isLast: boolean) => void): unknown
+  cork(cb: () => void): unknown
+  writeStatus(status: string): unknown
+  writeHeader(name: string, value: string): unknown
+  end(body?: string | Buffer): unknown
+}
+/** How the router registers handlers: uWS's TemplatedApp, or the node:http engine's route table. */
+export interface RouteRegistry {
+  get(pattern: string, handler: (res: HttpResponse, req: HttpRequest) => void): unknown
+  post(pattern: string, handler: (res: HttpResponse, req: HttpRequest) => void): unknown
+  put(pattern: string, handler: (res: HttpResponse, req: HttpRequest) => void): unknown
+  patch(pattern: string, handler: (res: HttpResponse, req: HttpRequest) => void): unknown
+  del(pattern: string, handler: (res: HttpResponse, req: HttpRequest) => void): unknown
+  any(pattern: string, handler: (res: HttpResponse, req: HttpRequest) => void): unknown
+}
+
 interface Conn {
   aborted: boolean
+  /** Counted out of traffic.inFlight already: answered, or aborted before its handler ran. */
+  settled: boolean
   traffic: Traffic
 }
 
@@ -36,6 +67,13 @@ interface Conn {
 export interface Traffic {
   inFlight: number
   draining: boolean
+}
+
+/** Takes a request out of the in-flight count exactly once, whichever comes first: its answer or its abort. */
+function settle(conn: Conn): void {
+  if (conn.settled) return
+  conn.settled = true
+  conn.traffic.inFlight--
 }
 
 export function compileRoute(def: RouteDef): CompiledRoute {
@@ -53,7 +91,7 @@ export function compileRoute(def: RouteDef): CompiledRoute {
   }
 }
 
-export function registerRoutes(app: TemplatedApp, ctx: AppContext, routes: RouteDef[], traffic: Traffic): void {
+export function registerRoutes(app: RouteRegistry, ctx: AppContext, routes: RouteDef[], traffic: Traffic): void {
   for (const def of routes) {
     const route = compileRoute(def)
     const method = def.method === 'DELETE' ? 'del' : (def.method.toLowerCase() as 'get' | 'post' | 'put' | 'patch')
@@ -69,7 +107,7 @@ export function registerRoutes(app: TemplatedApp, ctx: AppContext, routes: Route
 }
 
 function watch(res: HttpResponse, traffic: Traffic): Conn {
-  const conn = { aborted: false, traffic }
+  const conn: Conn = { aborted: false, settled: false, traffic }
   traffic.inFlight++
   res.onAborted(() => {
     conn.aborted = true
@@ -80,7 +118,7 @@ function watch(res: HttpResponse, traffic: Traffic): Conn {
 const REQUEST_ID_RE = /^[\w.:-]{1,128}$/
 function requestIdOf(req: HttpRequest): string {
   const given = req.getHeader('x-request-id')
-  return given && REQUEST_ID_RE.test(given) ? given : nextRequestId()
+  return given && REQUEST_ID_RE.test(given) ? given : newRequestId()
 }
 
 /**
@@ -89,7 +127,7 @@ function requestIdOf(req: HttpRequest): string {
  */
 const REQUEST_ID_PREFIX = randomBytes(6).toString('hex')
 let requestCounter = 0
-const nextRequestId = () => `${REQUEST_ID_PREFIX}-${(++requestCounter).toString(36)}`
+export const newRequestId = () => `${REQUEST_ID_PREFIX}-${(++requestCounter).toString(36)}`
 
 /**
  * The headers copied for handlers (uWS's request is gone once the handler returns, and copying every
@@ -108,13 +146,14 @@ function handle(ctx: AppContext, route: CompiledRoute, res: HttpResponse, req: H
     if (value) headers[name] = value
   }
   const given = headers['x-request-id']
-  const requestId = given && REQUEST_ID_RE.test(given) ? given : nextRequestId()
+  const requestId = given && REQUEST_ID_RE.test(given) ? given : newRequestId()
   const rawQuery = req.getQuery() ?? ''
   const rawParams = route.paramNames.length === 0 ? NO_PARAMS : route.paramNames.map((_, i) => req.getParameter(i) ?? '')
-  const meta = { requestId, started, method: route.def.method, path: req.getUrl(), tenantId: undefined as string | undefined }
+  const meta: Meta = { requestId, started, method: route.def.method, path: req.getUrl(), route: route.def.path, tenantId: undefined as string | undefined }
 
   const respond = (result: unknown) => {
     const replyObj = result instanceof Reply ? result : new Reply(route.successStatus, result)
+    if (isStream(replyObj.body)) return void sendStream(ctx, res, conn, replyObj, replyObj.body, meta)
     send(ctx, res, conn, replyObj.status, serialize(replyObj), replyObj.contentType, replyObj.headers, meta)
   }
   const fail = (err: unknown) => sendError(ctx, res, conn, err, requestId, meta)
@@ -134,31 +173,56 @@ function handle(ctx: AppContext, route: CompiledRoute, res: HttpResponse, req: H
   if (!route.hasBody) return run(undefined)
   const declared = Number(headers['content-length'] ?? 0)
   const limit = ctx.config.bodyLimitBytes
-  if (declared > limit) return sendError(ctx, res, conn, tooLarge(limit), requestId, meta)
-  readBody(res, limit, run, () => sendError(ctx, res, conn, tooLarge(limit), requestId, meta))
+  // The body is left unread: the answer closes the connection (node then discards the rest of the body).
+  const refuse = (err: AppError) => {
+    sendError(ctx, res, conn, new AppError(err.code, err.message, err.details, { connection: 'close' }), requestId, meta)
+  }
+  if (declared > limit) return refuse(tooLarge(limit))
+  readBody(res, conn, limit, ctx.config.httpBodyTimeoutMs, run, refuse)
 }
 
 const tooLarge = (limit: number) =>
   new AppError('PAYLOAD_TOO_LARGE', `request body is larger than ${limit} bytes`, { limit })
 
-/** Collects the body; uWS reuses each chunk's memory after the callback, so chunks are copied. */
-function readBody(res: HttpResponse, limit: number, done: (body: Buffer) => void, overflow: () => void): void {
+/**
+ * Collects the body; uWS reuses each chunk's memory after the callback, so chunks are copied. A body that
+ * stops arriving for idleMs is answered 408: the clock restarts with every chunk, so a slow but steady
+ * upload (a phone on a bad network) finishes, however long it takes in all. A client that goes away
+ * mid-body is counted out of the in-flight requests here, as its handler will never run.
+ */
+function readBody(res: HttpResponse, conn: Conn, limit: number, idleMs: number, done: (body: Buffer) => void, refuse: (err: AppError) => void): void {
   const chunks: Buffer[] = []
   let size = 0
-  let failed = false
+  let finished = false
+  const stalled = () => {
+    finished = true
+    refuse(new AppError('REQUEST_TIMEOUT', `no request body bytes for ${idleMs} ms`, { timeout_ms: idleMs }))
+  }
+  const timer = setTimeout(stalled, idleMs)
+  res.onAborted(() => {
+    conn.aborted = true
+    if (finished) return
+    finished = true
+    clearTimeout(timer)
+    settle(conn)
+  })
   res.onData((chunk, isLast) => {
-    if (failed) return
+    if (finished) return
     size += chunk.byteLength
     if (size > limit) {
-      failed = true
-      return overflow()
+      finished = true
+      clearTimeout(timer)
+      return refuse(tooLarge(limit))
     }
     if (isLast) {
+      finished = true
+      clearTimeout(timer)
       if (chunks.length === 0) return done(Buffer.from(new Uint8Array(chunk)))
       chunks.push(Buffer.from(new Uint8Array(chunk)))
       return done(Buffer.concat(chunks, size))
     }
     chunks.push(Buffer.from(new Uint8Array(chunk)))
+    timer.refresh()
   })
 }
 
@@ -387,6 +451,8 @@ interface Meta {
   started: number
   method: string
   path: string
+  /** The route template (`/players/:id`): the metrics label and the log field to group by. */
+  route: string
   tenantId: string | undefined
 }
 
@@ -400,8 +466,8 @@ function send(
   headers: Record<string, string>,
   meta: Meta | undefined,
 ): void {
-  if (meta) logRequest(ctx, meta, status)
-  conn.traffic.inFlight--
+  if (meta) finishRequest(ctx, meta, status)
+  settle(conn)
   if (conn.aborted) return
   res.cork(() => {
     res.writeStatus(STATUS_TEXT[status] ?? String(status))
@@ -410,6 +476,62 @@ function send(
     if (meta) res.writeHeader('x-request-id', meta.requestId)
     for (const name in headers) res.writeHeader(name, headers[name] as string)
     res.end(body)
+  })
+}
+
+const isStream = (body: unknown): body is AsyncIterable<string | Buffer> =>
+  typeof body === 'object' && body !== null && Symbol.asyncIterator in body
+
+/**
+ * A body given as an async iterable of chunks (a large export): written as it is produced, waiting for
+ * the socket to drain when the server has buffered a chunk. The status goes out with the first chunk, so
+ * a failure mid-way can only cut the connection (logged): the client sees a truncated body, never a wrong
+ * one. A response object without write() (an engine that cannot stream) gets the whole body at once.
+ */
+async function sendStream(ctx: AppContext, res: HttpResponse, conn: Conn, r: Reply, body: AsyncIterable<string | Buffer>, meta: Meta): Promise<void> {
+  const stream = res as HttpResponse & { write?(chunk: string | Buffer): boolean; onWritable?(cb: (offset: number) => boolean): unknown; close?(): unknown }
+  if (typeof stream.write !== 'function' || typeof stream.onWritable !== 'function') {
+    let whole: Buffer
+    try {
+      const parts: Buffer[] = []
+      for await (const chunk of body) parts.push(Buffer.from(chunk))
+      whole = Buffer.concat(parts)
+    } catch (err) {
+      return sendError(ctx, res, conn, err, meta.requestId, meta)
+    }
+    return send(ctx, res, conn, r.status, whole, r.contentType, r.headers, meta)
+  }
+  let failed = false
+  let started = false
+  const head = () => {
+    res.writeStatus(STATUS_TEXT[r.status] ?? String(r.status))
+    res.writeHeader('content-type', r.contentType)
+    res.writeHeader('x-request-id', meta.requestId)
+    for (const name in r.headers) res.writeHeader(name, r.headers[name] as string)
+    started = true
+  }
+  try {
+    for await (const chunk of body) {
+      if (conn.aborted) break
+      let ok = true
+      res.cork(() => {
+        if (!started) head()
+        ok = stream.write!(chunk)
+      })
+      if (!ok && !conn.aborted) await new Promise<void>((resolve) => stream.onWritable!(() => (resolve(), true)))
+    }
+  } catch (err) {
+    failed = true
+    ctx.log.error({ err, reqId: meta.requestId, tenantId: meta.tenantId }, 'streamed response failed mid-way; connection closed')
+  }
+  if (failed && !started) return sendError(ctx, res, conn, new Error('export failed'), meta.requestId, meta)
+  finishRequest(ctx, meta, failed ? 500 : r.status)
+  settle(conn)
+  if (conn.aborted) return
+  if (failed) stream.close?.()
+  else res.cork(() => {
+    if (!started) head()
+    res.end()
   })
 }
 
@@ -423,15 +545,22 @@ function sendError(ctx: AppContext, res: HttpResponse, conn: Conn, err: unknown,
     started: performance.now(),
     method: '',
     path: '',
+    route: UNMATCHED_ROUTE,
     tenantId: undefined,
   })
 }
 
-function logRequest(ctx: AppContext, meta: Meta, status: number): void {
+/** The route label of a request no route matched (any path: the label must stay one value). */
+const UNMATCHED_ROUTE = 'unmatched'
+
+/** At the end of every request: its histogram sample (src/lib/metrics.ts) and its one log line. */
+function finishRequest(ctx: AppContext, meta: Meta, status: number): void {
+  const ms = performance.now() - meta.started
+  ctx.metrics?.observeRequest(meta.route, meta.method || 'other', status, ms / 1000)
   if (!ctx.log.isLevelEnabled('info')) return
   // The URL path never carries the key (api_key is in the query string, which is not logged).
   ctx.log.info(
-    { reqId: meta.requestId, tenantId: meta.tenantId, method: meta.method, path: meta.path, status, ms: Math.round((performance.now() - meta.started) * 100) / 100 },
+    { reqId: meta.requestId, route: meta.route, tenantId: meta.tenantId, method: meta.method, path: meta.path, status, ms: Math.round(ms * 100) / 100 },
     'request',
   )
 }

@@ -1,8 +1,13 @@
 // Building the server is separate from listening, so tests and the bench can start it on port 0.
+// Two engines under one router (docs/http.md): node:http by default, uWebSockets.js with HTTP_ENGINE=uws.
+import type { Server } from 'node:http'
 import uWS from 'uWebSockets.js'
 import type { AppContext } from '../context.ts'
+import type { InboxHub } from '../notifications/inbox-socket.ts'
+import { createNodeHttpServer, RouteTable } from './node-server.ts'
 import type { RouteDef } from './route.ts'
-import { registerRoutes, type Traffic } from './router.ts'
+import { registerRoutes, type RouteRegistry, type Traffic } from './router.ts'
+import { registerMetricsRoute } from '../system/metrics-route.ts'
 
 export interface HttpServer {
   /** Resolves with the bound port (useful with port 0). */
@@ -14,28 +19,76 @@ export interface HttpServer {
 }
 
 export function createServer(ctx: AppContext, routes: RouteDef[]): HttpServer {
-  const app = uWS.App()
   const traffic: Traffic = { inFlight: 0, draining: false }
-  registerRoutes(app, ctx, routes, traffic)
+  const engine = ctx.config.httpEngine === 'uws' ? uwsEngine() : nodeEngine(ctx)
+  registerRoutes(engine.routes, ctx, routes, traffic)
+  registerMetricsRoute(engine.routes, ctx, traffic)
+  if (ctx.inbox) engine.attachInbox(ctx.inbox)
+  return {
+    listen: engine.listen,
+    close() {
+      traffic.draining = true
+      engine.close()
+    },
+    async drain(timeoutMs) {
+      const deadline = Date.now() + timeoutMs
+      while (traffic.inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10))
+      engine.closeIdle()
+    },
+  }
+}
+
+interface Engine {
+  routes: RouteRegistry
+  listen(port: number, host: string): Promise<number>
+  /** Stops accepting connections. */
+  close(): void
+  /** Closes keep-alive connections that carry no request. */
+  closeIdle(): void
+  /** Serves the inbox WebSocket (src/notifications/inbox-socket.ts) on this engine. */
+  attachInbox(hub: InboxHub): void
+}
+
+function nodeEngine(ctx: AppContext): Engine {
+  const table = new RouteTable()
+  const server: Server = createNodeHttpServer(table, { headersTimeoutMs: ctx.config.httpHeadersTimeoutMs })
+  return {
+    routes: table,
+    listen: (port, host) =>
+      new Promise((resolve, reject) => {
+        server.once('error', reject)
+        server.listen(port, host, () => {
+          server.off('error', reject)
+          resolve((server.address() as { port: number }).port)
+        })
+      }),
+    close: () => {
+      server.close()
+      server.closeIdleConnections()
+    },
+    closeIdle: () => server.closeIdleConnections(),
+    attachInbox: (hub) => hub.attachNode(server),
+  }
+}
+
+function uwsEngine(): Engine {
+  const app = uWS.App()
   let listenSocket: uWS.us_listen_socket | undefined
   return {
-    listen(port, host) {
-      return new Promise((resolve, reject) => {
+    routes: app as unknown as RouteRegistry,
+    listen: (port, host) =>
+      new Promise((resolve, reject) => {
         app.listen(host, port, (socket) => {
           if (!socket) return reject(new Error(`cannot listen on ${host}:${port}`))
           listenSocket = socket
           resolve(uWS.us_socket_local_port(socket as unknown as uWS.us_socket))
         })
-      })
-    },
-    close() {
-      traffic.draining = true
+      }),
+    close: () => {
       if (listenSocket) uWS.us_listen_socket_close(listenSocket)
       listenSocket = undefined
     },
-    async drain(timeoutMs) {
-      const deadline = Date.now() + timeoutMs
-      while (traffic.inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10))
-    },
+    closeIdle: () => {},
+    attachInbox: (hub) => hub.attach(app),
   }
 }

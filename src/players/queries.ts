@@ -26,6 +26,7 @@ export interface ProfileRow {
   currency: string | null
   country: string | null
   name: string | null
+  timezone: string | null
   consent: Record<string, unknown> | null
   event_count: string | null
   first_seen_at: Date | null
@@ -65,7 +66,7 @@ export async function selectPlayerWithProfile(
   q: Visibility & { playerId: string },
 ): Promise<PlayerWithProfileRow | undefined> {
   const [row] = await sql<PlayerWithProfileRow[]>`
-    select p.*, pp.language, pp.currency, pp.country, pp.name, pp.consent, pp.event_count, pp.first_seen_at,
+    select p.*, pp.language, pp.currency, pp.country, pp.name, pp.timezone, pp.consent, pp.event_count, pp.first_seen_at,
            pp.last_seen_at, pp.last_login_at, pp.deposit_count, pp.deposit_total, pp.first_deposit_at,
            pp.last_deposit_at, pp.withdrawal_total, pp.bet_total, pp.win_total, pp.ggr
     from players p left join player_profiles pp on pp.player_id = p.id

@@ -40,6 +40,7 @@ export const PlayerProfile = Type.Object(
     currency: Type.String(),
     country: Nullable(Type.String()),
     name: Nullable(Type.String()),
+    timezone: Nullable(Type.String({ description: 'IANA time zone (canonical field `timezone` of registration / profile_update); caps and quiet hours use it' })),
     lifecycle_stage: LifecycleStage,
     scores: Type.Object({ churn: Type.Integer(), value: Type.Integer(), engagement: Type.Integer() }, { description: '0..100 each, see docs/players.md' }),
     consent: ConsentState,

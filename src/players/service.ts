@@ -70,6 +70,7 @@ function toProfile(r: q.PlayerWithProfileRow, now: Date): PlayerProfile {
     currency: r.currency ?? 'EUR',
     country: r.country,
     name: r.name,
+    timezone: r.timezone,
     lifecycle_stage: lifecycleStage(input, now),
     scores: scores(input, now),
     consent: consentOf(r.consent),

@@ -16,6 +16,13 @@ const Check = Type.Object({
   backlog: Type.Optional(Type.Integer()),
   /** ingest_spool: acknowledged events ClickHouse refuses as malformed, set aside in event_spool. */
   quarantined: Type.Optional(Type.Integer()),
+  /**
+   * false for a dependency the service runs without (Redis): its failure is reported here but leaves the
+   * answer 200, so a load balancer does not take every process out at once for it.
+   */
+  required: Type.Optional(Type.Boolean()),
+  /** What goes on without the dependency, when it is optional and failing. */
+  impact: Type.Optional(Type.String()),
 })
 const Health = Type.Object(
   {
@@ -54,6 +61,10 @@ function runChecks(ctx: AppContext) {
       timed(() => ctx.ch.ping(CHECK_TIMEOUT_MS)),
       ctx.redis ? timed(() => pingRedis(ctx.redis!, CHECK_TIMEOUT_MS)) : Promise.resolve<CheckResult>({ status: 'embedded' }),
     ])
+    if (redis.status === 'fail') {
+      // Ingestion goes on without Redis: the rate limiter fails open and dedupe falls back (docs/ingestion.md).
+      Object.assign(redis, { required: false, impact: 'ingestion goes on: the rate limiter lets requests through and dedupe checks ids against the stores until Redis answers again (docs/ingestion.md)' })
+    }
     const checks: Record<string, CheckResult> = { postgres, clickhouse, redis }
     const spool = ctx.ingest?.spool
     if (spool) {
@@ -66,7 +77,7 @@ function runChecks(ctx: AppContext) {
         : { status: 'ok', backlog }
       if (quarantined > 0) checks.ingest_spool.quarantined = quarantined
     }
-    entry.value = { healthy: Object.values(checks).every((c) => c.status !== 'fail'), checks }
+    entry.value = { healthy: Object.values(checks).every((c) => c.status !== 'fail' || c.required === false), checks }
     return entry.value
   })()
   lastChecks.set(ctx, entry)
@@ -98,12 +109,27 @@ export const healthRoute = definePublicRoute({
   operationId: 'getHealth',
   tags: ['system'],
   summary: 'Service health and dependency checks',
-  description: `Public. 503 with status "degraded" when PostgreSQL, or a configured ClickHouse or Redis, does not answer within ${CHECK_TIMEOUT_MS} ms. Results (and their timestamp) are reused for up to ${HEALTH_CACHE_MS} ms.`,
+  description: `Public. 503 with status "degraded" when PostgreSQL or ClickHouse does not answer within ${CHECK_TIMEOUT_MS} ms, or the ingestion spool is full: what stops the service. A failing optional dependency (Redis) is reported in \`checks\` (\`required: false\`) with 200, so a load balancer keeps the process in service. Results (and their timestamp) are reused for up to ${HEALTH_CACHE_MS} ms. For liveness alone, GET /health/live.`,
   responses: { 200: Health, 503: Health },
   handler(ctx) {
     const fresh = freshChecks(ctx)
     return fresh ? healthReply(ctx, fresh) : runChecks(ctx).then((checks) => healthReply(ctx, checks))
   },
+})
+
+const Live = Type.Object({ status: Type.Literal('ok') })
+const LIVE_BODY = JSON.stringify({ status: 'ok' })
+
+/** Liveness: the process serves HTTP. Depends on nothing, so a stuck store never gets the process restarted. */
+export const liveRoute = definePublicRoute({
+  method: 'GET',
+  path: '/health/live',
+  operationId: 'getLiveness',
+  tags: ['system'],
+  summary: 'Liveness probe',
+  description: 'Public. 200 as long as the process answers HTTP; checks no dependency (GET /health does).',
+  responses: { 200: Live },
+  handler: () => reply(200, LIVE_BODY),
 })
 
 export function openApiRoute(getDocument: () => unknown): RouteDef {

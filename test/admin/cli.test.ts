@@ -4,9 +4,10 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
-import { startHarness } from '../helpers/harness.ts'
+import { isolateDatabase, startHarness } from '../helpers/harness.ts'
 import { probeRoutes } from '../helpers/probe-routes.ts'
 
+await isolateDatabase() // the CLI and the server below share this file's own database
 const dataDir = mkdtempSync(join(tmpdir(), 'respin-cli-'))
 t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
 const cli = (...args: string[]) =>

@@ -2,7 +2,8 @@ import t from 'tap'
 import { startHarness } from '../helpers/harness.ts'
 import { ev, post, storedCount, uid } from './helpers.ts'
 
-const h = await startHarness(t)
+// ClickHouse is read right after each 200: the ClickHouse-ack mode (the default spool mode: spool.test.ts).
+const h = await startHarness(t, { env: { INGEST_ACK_AFTER: 'clickhouse' } })
 
 t.test('a single event is stored and counted', async (t) => {
   const tenant = await h.createTenant()

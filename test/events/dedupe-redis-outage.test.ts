@@ -16,7 +16,7 @@ async function throughRedisOutage(t: Test, persistIn?: string) {
   const port = await freePort()
   let redis = await startRedis(port, persistIn)
   t.teardown(() => redis.kill('SIGTERM'))
-  const h = await startHarness(t, { env: { RATE_LIMIT_INGEST_PER_MIN: '0', REDIS_URL: `redis://127.0.0.1:${port}` } })
+  const h = await startHarness(t, { env: { RATE_LIMIT_INGEST_PER_MIN: '0', REDIS_URL: `redis://127.0.0.1:${port}`, INGEST_ACK_AFTER: 'clickhouse' } })
   const a = await h.createTenant()
   const before = ev()
   t.match((await post(h, a.key, before)).body, { stored: 1 })

@@ -1,5 +1,5 @@
 // Shared helpers of the ingestion tests.
-import type { Harness } from '../helpers/harness.ts'
+import { isolateDatabase, type Harness } from '../helpers/harness.ts'
 
 let counter = 0
 export const uid = (prefix = 'e') => `${prefix}-${process.pid}-${Date.now().toString(36)}-${(counter++).toString(36)}`
@@ -41,7 +41,8 @@ export interface Child {
 }
 
 /** Runs `node --import ./src/ts-loader.mjs src/main.ts` (what `npm start` runs) with the given env; resolves once it listens. */
-export function spawnServer(env: Record<string, string | undefined>): Promise<Child> {
+export async function spawnServer(env: Record<string, string | undefined>): Promise<Child> {
+  await isolateDatabase() // the file's own database on a PostgreSQL server (harness.ts)
   const adminKey = env.ADMIN_KEY ?? `admin-${randomBytes(12).toString('hex')}`
   const proc = spawn(process.execPath, ['--import', './src/ts-loader.mjs', 'src/main.ts'], {
     cwd: root,

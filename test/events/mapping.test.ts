@@ -2,7 +2,8 @@ import t from 'tap'
 import { startHarness } from '../helpers/harness.ts'
 import { ev, post, storedCount } from './helpers.ts'
 
-const h = await startHarness(t)
+// ClickHouse is read right after each 200: the ClickHouse-ack mode.
+const h = await startHarness(t, { env: { INGEST_ACK_AFTER: 'clickhouse' } })
 
 const MAPPING = {
   rules: [

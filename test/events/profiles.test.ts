@@ -174,3 +174,16 @@ t.test('profile times keep the events\' milliseconds exactly', async (t) => {
   const [converted] = (await outbox(tenant.id)).filter((x) => x.event === 'player.converted')
   t.equal(new Date(converted?.data.at).toISOString(), times[2], 'the FTD event carries the same time')
 })
+
+t.test('timezone from registration and profile_update: IANA names kept, unknown ones ignored', async (t) => {
+  const tenant = await h.createTenant()
+  const r1 = await post(h, tenant.key, { events: [e('tz', 'registration', 0, { timezone: 'Europe/Rome' }), e('tz2', 'registration', 0, { timezone: 'Mars/Olympus' })] })
+  t.equal(r1.status, 200, r1.text)
+  t.equal((await profile(tenant.id, 'tz'))?.timezone, 'Europe/Rome')
+  t.equal((await profile(tenant.id, 'tz2'))?.timezone, null)
+  await post(h, tenant.key, { events: [e('tz', 'profile_update', 1, { timezone: 'Asia/Tokyo' }), e('tz', 'login', 2, { timezone: 'UTC' })] })
+  t.equal((await profile(tenant.id, 'tz'))?.timezone, 'Asia/Tokyo', 'login carries no timezone')
+  const id = (await profile(tenant.id, 'tz'))?.id
+  const res = await h.request('GET', `/players/${id}`, { key: tenant.key })
+  t.equal(res.body.data.profile.timezone, 'Asia/Tokyo')
+})

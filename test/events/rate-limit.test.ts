@@ -9,7 +9,7 @@ async function freshWindow() {
 }
 
 t.test('over RATE_LIMIT_INGEST_PER_MIN a tenant gets 429 RATE_LIMITED with Retry-After; other tenants do not', async (t) => {
-  const h = await startHarness(t, { env: { RATE_LIMIT_INGEST_PER_MIN: '5' } })
+  const h = await startHarness(t, { env: { RATE_LIMIT_INGEST_PER_MIN: '5', INGEST_ACK_AFTER: 'clickhouse' } })
   const a = await h.createTenant()
   const b = await h.createTenant()
   await freshWindow()
@@ -25,7 +25,7 @@ t.test('over RATE_LIMIT_INGEST_PER_MIN a tenant gets 429 RATE_LIMITED with Retry
 })
 
 t.test('RATE_LIMIT_INGEST_PER_MIN=0 disables the limiter', async (t) => {
-  const h = await startHarness(t, { env: { RATE_LIMIT_INGEST_PER_MIN: '0' } })
+  const h = await startHarness(t, { env: { RATE_LIMIT_INGEST_PER_MIN: '0', INGEST_ACK_AFTER: 'clickhouse' } })
   const a = await h.createTenant()
   const results = await Promise.all(Array.from({ length: 30 }, () => post(h, a.key, ev())))
   t.ok(results.every((r) => r.status === 200))
@@ -36,7 +36,7 @@ t.test('Redis stopped mid-run: requests go through (fail open), fast; the limit 
   const port = await freePort()
   let redis = await startRedis(port)
   t.teardown(() => redis.kill('SIGTERM'))
-  const h = await startHarness(t, { env: { RATE_LIMIT_INGEST_PER_MIN: '3', REDIS_URL: `redis://127.0.0.1:${port}` } })
+  const h = await startHarness(t, { env: { RATE_LIMIT_INGEST_PER_MIN: '3', REDIS_URL: `redis://127.0.0.1:${port}`, INGEST_ACK_AFTER: 'clickhouse' } })
   const a = await h.createTenant()
   await freshWindow()
   const before = ev()

@@ -33,7 +33,7 @@ t.test('a NUL character anywhere PostgreSQL would store or compare it is 400 BAD
     ['POST', '/notifications/templates', { body: { name: 't', channel: 'email', body: NUL } }],
     ['POST', '/notifications/templates', { body: { name: 't', channel: 'email', body: 'b', variables: [NUL] } }],
     ['PATCH', `/notifications/templates/${template.id}`, { body: { subject: NUL } }],
-    ['POST', '/notifications/send', { body: { player_id: player.id, channel: 'email', payload: { x: NUL } } }],
+    ['POST', '/notifications/send', { body: { player_id: player.id, channel: 'email', payload: { subject: 's', body: 'b', x: NUL } } }],
     ['POST', '/gamification/levels', { body: { name: NUL, tier: 1, min_points: 0 } }],
     ['POST', '/bonuses', { body: { name: 'b', type: 'custom', value: 1, value_type: 'x', config: { x: NUL } } }],
     ['POST', '/tournaments', { body: { name: 't', prize_pool: { x: NUL } } }],

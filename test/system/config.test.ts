@@ -4,7 +4,7 @@ import { loadConfig } from '../../src/config.ts'
 
 t.test('INGEST_ACK_AFTER and INGEST_FLUSH_INTERVAL_MS', async (t) => {
   const defaults = loadConfig({})
-  t.equal(defaults.ingestAckAfter, 'clickhouse')
+  t.equal(defaults.ingestAckAfter, 'postgres')
   t.equal(defaults.ingestFlushIntervalMs, 1000)
   const spool = loadConfig({ INGEST_ACK_AFTER: 'postgres', INGEST_FLUSH_INTERVAL_MS: '250' })
   t.equal(spool.ingestAckAfter, 'postgres')

@@ -1,0 +1,356 @@
+// Data-subject rights: erasure (DELETE /players/{id}) and export (GET /players/{id}/export).
+//
+// Erasure, in the request's transaction: every feature's personal data of the player is removed (the
+// player row is deleted, and with it by cascade its profile, consents, notifications and gamification
+// state; features with data elsewhere add an ERASURE_STEPS entry), its outbox events lose their personal
+// fields, and a job row is written. In the background (the job survives restarts, claimed with a lease):
+// the player's events in ClickHouse are copied under a random token with personal fields stripped from
+// `raw`, then the originals are deleted, so event counts, sums and per-player aggregates stay right but
+// nothing links them to the person. `player.erased` fires when the job is done.
+//
+// Export: everything held about the player, streamed as one JSON document (features add EXPORT_SECTIONS).
+import { randomBytes } from 'node:crypto'
+import type { TransactionSql } from 'postgres'
+import type { BackgroundService } from '../app.ts'
+import { actorOf, recordAudit } from '../audit/service.ts'
+import type { Principal } from '../auth/types.ts'
+import type { AppContext } from '../context.ts'
+import type { Sql } from '../db/postgres.ts'
+import { notFound } from '../errors.ts'
+import { EVENT_COLUMNS } from '../events/event-rows.ts'
+import { tableQueueProbe } from '../lib/metrics.ts'
+import { insertOutbox } from '../lib/outbox.ts'
+import { visibleTo, type Visibility } from '../lib/visibility.ts'
+
+/** What a feature's erasure step or export section gets: the player being erased or exported. */
+export interface PlayerSubject {
+  tenantId: string
+  brandId: string
+  playerId: string
+  externalId: string
+}
+
+/**
+ * Personal data outside the player row's cascade (contact points, inbox bodies, ...): each step removes
+ * its feature's data of the player inside the erasure's transaction. Features append their step at import.
+ */
+export const ERASURE_STEPS: ((tx: TransactionSql, subject: PlayerSubject) => Promise<void>)[] = [
+  // Outbox events keep their ids (webhook receivers may be mid-delivery) but lose the personal fields.
+  async (tx, s) => {
+    await tx`
+      update outbox set data = data - array['email', 'phone', 'name', 'metadata', 'external_id']
+      where tenant_id = ${s.tenantId} and data->>'player_id' = ${s.playerId}`
+  },
+  // Events not yet consumed by gamification or campaigns carry the raw payload (email, name, ...). The
+  // table is small (rows live until consumed), so matching by brand scans little.
+  async (tx, s) => {
+    await tx`
+      delete from event_stream
+      where brand_id = ${s.brandId} and (player_id = ${s.playerId} or external_id = ${s.externalId})`
+  },
+  // Journeys of the player end (nothing more is sent); the rows stay, pseudonymous, for the campaign's counts.
+  async (tx, s) => {
+    await tx`
+      update campaign_participants set status = 'exited', wake_at = null, updated_at = now()
+      where brand_id = ${s.brandId} and player_id = ${s.playerId} and status in ('active', 'waiting')`
+  },
+  // Static segments list their members by id: the player leaves them.
+  async (tx, s) => {
+    await tx`
+      update segments set rules = jsonb_set(rules, '{player_ids}', (rules->'player_ids') - ${s.playerId}::text), updated_at = now()
+      where brand_id = ${s.brandId} and type = 'static' and rules->'player_ids' ? ${s.playerId}::text`
+  },
+  // Everything else personal cascades from the player row (sql/*.sql, `references players on delete
+  // cascade`): the profile, consents, player_contacts (Telegram chat id, bounced address), push
+  // subscriptions, notifications (payload, rendered bodies: the inbox), point ledger and balances,
+  // missions, badges, gamification state, bonus grants, tournament participation.
+]
+
+/** Sections of the export: name → rows or an object. Features append theirs (bonus grants, inbox, ...). */
+export const EXPORT_SECTIONS: [name: string, read: (sql: Sql, subject: PlayerSubject) => Promise<unknown>][] = [
+  ['profile', async (sql, s) => (await sql`select * from player_profiles where player_id = ${s.playerId}`)[0] ?? null],
+  ['notifications', (sql, s) => sql`
+    select id, channel, template_id, campaign_id, payload, rendered, status, reason, scheduled_at, delivered_at, opened_at, clicked_at, read_at, created_at
+    from notifications where player_id = ${s.playerId} order by created_at, id`],
+  ['point_balances', (sql, s) => sql`select * from player_point_balances where player_id = ${s.playerId}`],
+  ['missions', (sql, s) => sql`select * from player_missions where player_id = ${s.playerId}`],
+  ['badges', (sql, s) => sql`select * from player_badges where player_id = ${s.playerId}`],
+  ['bonus_grants', (sql, s) => sql`
+    select g.id, g.bonus_id, b.name as bonus_name, g.status, g.refusal_reason, g.reason, g.source, g.source_id, g.expires_at, g.created_at
+    from bonus_grants g join bonuses b on b.id = g.bonus_id where g.player_id = ${s.playerId} order by g.created_at, g.id`],
+  ['tournaments', (sql, s) => sql`select tournament_id, score, reached_at, final_rank from tournament_participants where player_id = ${s.playerId}`],
+  // Contact points beside the profile: the Telegram chat id, a hard-bounced address, Web Push endpoints
+  // (their encryption keys are the browser's, not the player's data, and stay out).
+  ['contacts', async (sql, s) => (await sql`select telegram_chat_id, undeliverable_email, updated_at from player_contacts where player_id = ${s.playerId}`)[0] ?? null],
+  ['push_subscriptions', (sql, s) => sql`select id, endpoint, created_at from push_subscriptions where player_id = ${s.playerId} order by created_at, id`],
+  // Campaigns the player was in: audience (with control-group arm), journeys, conversions.
+  ['campaign_audience', (sql, s) => sql`
+    select a.campaign_id, c.name as campaign_name, a.run_id, a.control from campaign_audience a join campaigns c on c.id = a.campaign_id
+    where c.brand_id = ${s.brandId} and a.player_id = ${s.playerId} order by a.campaign_id, a.run_id`],
+  ['campaign_journeys', (sql, s) => sql`
+    select campaign_id, step, status, entered_at, updated_at from campaign_participants
+    where brand_id = ${s.brandId} and player_id = ${s.playerId} order by entered_at, id`],
+  ['campaign_conversions', (sql, s) => sql`
+    select v.campaign_id, v.control, v.converted_at from campaign_conversions v join campaigns c on c.id = v.campaign_id
+    where c.brand_id = ${s.brandId} and v.player_id = ${s.playerId} order by v.converted_at`],
+]
+
+/**
+ * Keys of an event kept in `raw` after erasure (everything else, including unknown payload fields that may
+ * hold anything, is dropped); player_id is rewritten to the token.
+ */
+const KEEP_TOP = ['player_id', 'event_type', 'event_id', 'timestamp', 'payload']
+const KEEP_PAYLOAD = [
+  'amount', 'currency', 'method', 'game', 'provider', 'category', 'round_id', 'status', 'bonus_id', 'channel',
+  'granted', 'language', 'platform',
+]
+
+export interface ErasureJob {
+  id: string
+  player_id: string
+  status: 'pending' | 'in_progress' | 'completed'
+  attempts: number
+  created_at: string
+  completed_at: string | null
+}
+
+interface JobRow {
+  id: string
+  tenant_id: string
+  brand_id: string
+  player_id: string
+  external_id: string | null
+  token: string | null
+  cutoff: Date
+  state: 'pending' | 'deleting' | 'done'
+  attempts: number
+  created_at: Date
+  finished_at: Date | null
+}
+
+const jobOut = (r: JobRow): ErasureJob => ({
+  id: r.id,
+  player_id: r.player_id,
+  status: r.state === 'done' ? 'completed' : r.attempts > 0 ? 'in_progress' : 'pending',
+  attempts: r.attempts,
+  created_at: r.created_at.toISOString(),
+  completed_at: r.finished_at ? r.finished_at.toISOString() : null,
+})
+
+async function findJob(sql: Sql, v: Visibility & { playerId: string }): Promise<JobRow | undefined> {
+  const [row] = await sql<JobRow[]>`select * from player_erasures where player_id = ${v.playerId} and ${visibleTo(sql, v)}`
+  return row
+}
+
+/** Wakes this process's erasure worker (set while it runs). */
+const wakers = new WeakMap<AppContext, () => void>()
+
+/**
+ * Erases the player's personal data from PostgreSQL now and queues the ClickHouse part. Repeating it for
+ * an erased player answers the same job.
+ */
+export async function erasePlayer(ctx: AppContext, input: { principal: Principal; playerId: string; requestId: string }): Promise<ErasureJob> {
+  const v: Visibility = { tenantId: input.principal.tenantId, brandId: input.principal.brandId }
+  const job = await ctx.sql.begin(async (tx) => {
+    const [player] = await tx<{ id: string; tenant_id: string; brand_id: string; external_id: string }[]>`
+      select id, tenant_id, brand_id, external_id from players where id = ${input.playerId} and ${visibleTo(tx, v)} for update`
+    if (!player) return undefined
+    const subject: PlayerSubject = { tenantId: player.tenant_id, brandId: player.brand_id, playerId: player.id, externalId: player.external_id }
+    for (const step of ERASURE_STEPS) await step(tx, subject)
+    await tx`delete from players where id = ${player.id}`
+    const [row] = await tx<JobRow[]>`
+      insert into player_erasures (tenant_id, brand_id, player_id, external_id, token, cutoff, sink)
+      values (${player.tenant_id}, ${player.brand_id}, ${player.id}, ${player.external_id}, ${`erased-${randomBytes(16).toString('hex')}`}, ${new Date()}, ${ctx.ch.sinkId})
+      returning *`
+    // No before/after: they would put back in the trail what was just erased.
+    await recordAudit(tx, { ...actorOf(input), action: 'erasePlayer', target: { type: 'player', id: player.id }, requestId: input.requestId })
+    return row as JobRow
+  })
+  if (!job) {
+    const existing = await findJob(ctx.sql, { ...v, playerId: input.playerId })
+    if (!existing) throw notFound('player')
+    return jobOut(existing)
+  }
+  ctx.log.info({ erasureId: job.id, tenantId: job.tenant_id }, 'player erased in PostgreSQL; ClickHouse part queued')
+  wakers.get(ctx)?.()
+  return jobOut(job)
+}
+
+export async function getErasure(ctx: AppContext, v: Visibility & { playerId: string }): Promise<ErasureJob> {
+  const job = await findJob(ctx.sql, v)
+  if (!job) throw notFound('erasure')
+  return jobOut(job)
+}
+
+// ---- the background part ----------------------------------------------------------------------------
+
+const LEASE_SEC = 300
+const POLL_MS = 2_000
+const COLUMNS = EVENT_COLUMNS.map(([name]) => name)
+
+/** `raw` rebuilt from the kept keys only, player_id replaced by the token (ClickHouse JSON functions). */
+const SCRUBBED_RAW =
+  "concat('{', arrayStringConcat(arrayMap(kv -> concat(toJSONString(kv.1), ':', multiIf(" +
+  "kv.1 = 'player_id', toJSONString({token:String}), " +
+  "kv.1 = 'payload', concat('{', arrayStringConcat(arrayMap(p -> concat(toJSONString(p.1), ':', p.2), " +
+  'arrayFilter(p -> has({keep_payload:Array(String)}, p.1), JSONExtractKeysAndValuesRaw(kv.2))), \',\'), \'}\'), kv.2)), ' +
+  "arrayFilter(kv -> has({keep_top:Array(String)}, kv.1), JSONExtractKeysAndValuesRaw(raw))), ','), '}')"
+
+const PLAYER_EVENTS = "tenant_id = {tenant:UUID} AND brand_id = {brand:UUID} AND player_id = {ext:String} AND received_at <= {cutoff:DateTime64(3, 'UTC')}"
+
+async function claimJob(sql: Sql, sink: string): Promise<JobRow | undefined> {
+  const [row] = await sql<JobRow[]>`
+    update player_erasures set lease_until = now() + ${LEASE_SEC} * interval '1 second', attempts = attempts + 1, updated_at = now()
+    where id = (
+      select id from player_erasures where state <> 'done' and sink = ${sink} and (lease_until is null or lease_until < now())
+      order by created_at limit 1 for update skip locked)
+    returning *`
+  return row
+}
+
+/** One job's ClickHouse part, from the stage it reached. Every stage can run again after a crash. */
+async function runJob(ctx: AppContext, job: JobRow): Promise<void> {
+  const params = {
+    tenant: job.tenant_id,
+    brand: job.brand_id,
+    ext: job.external_id,
+    token: job.token,
+    cutoff: job.cutoff.toISOString().replace('T', ' ').replace('Z', ''),
+    keep_top: KEEP_TOP,
+    keep_payload: KEEP_PAYLOAD,
+  }
+  if (job.state === 'pending') {
+    // The player's events still spooled in PostgreSQL go to ClickHouse first, so the copy sees them.
+    await ctx.ingest?.spool.flush('all')
+    // Copies a crashed earlier attempt left are removed, then the copy is made whole. Never deduplicated
+    // as a repeat of that earlier insert (it would be dropped silently).
+    await ctx.ch.command(`ALTER TABLE events DELETE WHERE tenant_id = {tenant:UUID} AND brand_id = {brand:UUID} AND player_id = {token:String} SETTINGS mutations_sync = 2`, params)
+    await ctx.ch.command(
+      `INSERT INTO events (${COLUMNS.join(', ')}) SELECT ${COLUMNS.map((c) => (c === 'player_id' ? '{token:String}' : c === 'raw' ? SCRUBBED_RAW : c)).join(', ')} ` +
+        `FROM events WHERE ${PLAYER_EVENTS} SETTINGS insert_deduplicate = 0`,
+      params,
+    )
+    await ctx.sql`update player_erasures set state = 'deleting', updated_at = now() where id = ${job.id}`
+  }
+  await ctx.ch.command(`ALTER TABLE events DELETE WHERE ${PLAYER_EVENTS} SETTINGS mutations_sync = 2`, params)
+  await ctx.sql.begin(async (tx) => {
+    const [done] = await tx<{ finished_at: Date }[]>`
+      update player_erasures set state = 'done', external_id = null, token = null, lease_until = null, last_error = null,
+        finished_at = now(), updated_at = now()
+      where id = ${job.id} and state <> 'done' returning finished_at`
+    if (!done) return
+    await insertOutbox(tx, {
+      tenantId: job.tenant_id,
+      brandId: job.brand_id,
+      event: 'player.erased',
+      data: { player_id: job.player_id, erasure_id: job.id, erased_at: done.finished_at.toISOString() },
+    })
+  })
+}
+
+/** Background service: runs queued erasures (any process; one job at a time per process). */
+export function startErasureWorker(ctx: AppContext): BackgroundService {
+  let stopped = false
+  let running: Promise<void> | undefined
+  let again = false
+  ctx.metrics?.registerQueue('player_erasures', tableQueueProbe(ctx.sql, 'player_erasures', "state <> 'done'", 'created_at'))
+  const drain = async () => {
+    while (!stopped) {
+      const job = await claimJob(ctx.sql, ctx.ch.sinkId)
+      if (!job) return
+      ctx.metrics?.queueAttempt('player_erasures')
+      try {
+        await runJob(ctx, job)
+        ctx.log.info({ erasureId: job.id, attempts: job.attempts }, 'player erasure completed')
+      } catch (err) {
+        ctx.metrics?.queueFailure('player_erasures')
+        const retryIn = Math.min(2 ** job.attempts, 300)
+        ctx.log.error({ err, erasureId: job.id, attempts: job.attempts, retryIn }, 'player erasure failed; retrying')
+        await ctx.sql`
+          update player_erasures set lease_until = now() + ${retryIn} * interval '1 second',
+            last_error = ${err instanceof Error ? err.message.slice(0, 500) : 'failed'}, updated_at = now()
+          where id = ${job.id}`.catch(() => {})
+      }
+    }
+  }
+  const wake = () => {
+    if (stopped) return
+    if (running) {
+      again = true
+      return
+    }
+    running = drain()
+      .catch((err: unknown) => ctx.log.error({ err }, 'erasure worker: claim failed'))
+      .finally(() => {
+        running = undefined
+        if (again) {
+          again = false
+          wake()
+        }
+      })
+  }
+  wakers.set(ctx, wake)
+  const timer = setInterval(wake, POLL_MS)
+  timer.unref()
+  wake()
+  return {
+    async stop() {
+      stopped = true
+      clearInterval(timer)
+      wakers.delete(ctx)
+      await running
+    },
+  }
+}
+
+// ---- export -----------------------------------------------------------------------------------------
+
+const EVENT_PAGE = 1000
+
+/**
+ * The export as JSON text chunks: `{"player":…,"profile":…,…,"events":[…]}`. Events are read from
+ * ClickHouse page by page (by seq), so a player with millions of events never sits in memory at once.
+ */
+export async function exportPlayer(ctx: AppContext, v: Visibility & { playerId: string }): Promise<AsyncIterable<string>> {
+  const [player] = await ctx.sql`select * from players where id = ${v.playerId} and ${visibleTo(ctx.sql, v)}`
+  if (!player) throw notFound('player')
+  const subject: PlayerSubject = { tenantId: player.tenant_id, brandId: player.brand_id, playerId: player.id, externalId: player.external_id }
+  // Everything from PostgreSQL is read before the first byte goes out, so a failure there is a clean error.
+  // Acknowledged events still spooled in PostgreSQL go to ClickHouse first: the export holds every one.
+  await ctx.ingest?.spool.flush('all')
+  const sections: [string, unknown][] = [['player', player]]
+  for (const [name, read] of EXPORT_SECTIONS) sections.push([name, await read(ctx.sql, subject)])
+  const ch = ctx.ch
+  return (async function* () {
+    yield `{"exported_at":${JSON.stringify(new Date().toISOString())}`
+    for (const [name, value] of sections) yield `,${JSON.stringify(name)}:${JSON.stringify(value)}`
+    yield ',"events":['
+    let after = -1
+    let first = true
+    for (;;) {
+      const rows = await ch.query<Record<string, unknown> & { seq: string | number }>(
+        `SELECT * EXCEPT (tenant_id, brand_id) FROM events WHERE tenant_id = {tenant:UUID} AND brand_id = {brand:UUID} ` +
+          `AND player_id = {ext:String} AND seq > {after:Int64} ORDER BY seq LIMIT ${EVENT_PAGE}`,
+        { tenant: subject.tenantId, brand: subject.brandId, ext: subject.externalId, after },
+      )
+      if (rows.length === 0) break
+      let chunk = ''
+      for (const row of rows) {
+        chunk += (first ? '' : ',') + JSON.stringify({ ...row, raw: parseRaw(row.raw) })
+        first = false
+      }
+      yield chunk
+      after = Number(rows[rows.length - 1]?.seq)
+      if (rows.length < EVENT_PAGE) break
+    }
+    yield ']}'
+  })()
+}
+
+function parseRaw(raw: unknown): unknown {
+  try {
+    return typeof raw === 'string' ? JSON.parse(raw) : raw
+  } catch {
+    return raw
+  }
+}

@@ -1,0 +1,216 @@
+// GDPR: DELETE /players/{id} erases personal data from PostgreSQL at once and pseudonymises the player's
+// events in ClickHouse in a background job (survives a crash mid-way, exactly once); GET /players/{id}/export
+// streams everything held; EVENT_RETENTION_DAYS drops whole old partitions.
+import { randomBytes, randomUUID } from 'node:crypto'
+import t from 'tap'
+import { dropExpiredPartitions, expiredPartitions } from '../../src/events/retention.ts'
+import { startHarness, type Harness } from '../helpers/harness.ts'
+import { ev, post, uid } from '../events/helpers.ts'
+
+// Acknowledged once in ClickHouse: the tests read the events there right after POST /events.
+const h = await startHarness(t, { env: { INGEST_ACK_AFTER: 'clickhouse' } })
+const ch = () => h.app.ctx.ch
+
+async function waitFor<T>(fn: () => Promise<T | undefined>, ms = 30_000): Promise<T> {
+  const until = Date.now() + ms
+  for (;;) {
+    const v = await fn()
+    if (v !== undefined) return v
+    if (Date.now() > until) throw new Error('timed out')
+    await new Promise((r) => setTimeout(r, 100))
+  }
+}
+
+/** A player with personal data in PostgreSQL and events carrying it in ClickHouse. */
+async function personalPlayer(h: Harness, key: string) {
+  const ext = uid('gdpr')
+  const created = await h.request('POST', '/players', { key, body: { external_id: ext, email: `${ext}@example.com`, phone: '+39055123456', metadata: { nickname: 'Ziggy' } } })
+  const events = [
+    ev({ player_id: ext, event_type: 'registration', payload: { email: `${ext}@example.com`, name: 'Ziggy Stardust', country: 'IT', favourite_colour: 'red' } }),
+    ev({ player_id: ext, event_type: 'deposit', payload: { amount: 25.5, currency: 'EUR', method: 'card', card_holder: 'Ziggy Stardust' } }),
+    ev({ player_id: ext, event_type: 'bet', payload: { amount: 10, currency: 'EUR', game: 'starman' } }),
+  ]
+  const res = await post(h, key, { events })
+  if (res.status !== 200 || res.body.stored !== 3) throw new Error(`ingest failed: ${res.text}`)
+  return { id: created.body.data.id as string, ext, events }
+}
+
+const chEvents = (tenantId: string, playerId: string) =>
+  ch().query<{ event_id: string; player_id: string; raw: string; amount: string; event_type: string }>(
+    'SELECT event_id, player_id, raw, toString(amount) AS amount, event_type FROM events WHERE tenant_id = {t:UUID} AND player_id = {p:String} ORDER BY seq',
+    { t: tenantId, p: playerId },
+  )
+
+t.test('export streams everything held about the player', async (t) => {
+  const tenant = await h.createTenant()
+  const p = await personalPlayer(h, tenant.key)
+  const sql = h.app.ctx.sql
+  const b = tenant.brand.id
+  // The engines' data of the player: a bonus grant, contact points, a journey and a conversion.
+  const [bonus] = await sql<{ id: string }[]>`insert into bonuses (tenant_id, brand_id, name, type, value, value_type) values (${tenant.id}, ${b}, 'Welcome', 'welcome', 5, 'fixed') returning id`
+  await sql`insert into bonus_grants (tenant_id, brand_id, bonus_id, player_id, status, reason, source) values (${tenant.id}, ${b}, ${bonus!.id}, ${p.id}, 'granted', 'first deposit', 'manual')`
+  await sql`insert into player_contacts (player_id, tenant_id, brand_id, telegram_chat_id) values (${p.id}, ${tenant.id}, ${b}, '777')`
+  await sql`insert into push_subscriptions (tenant_id, brand_id, player_id, endpoint, p256dh, auth) values (${tenant.id}, ${b}, ${p.id}, 'https://push.example/export', 'key-material', 'auth-secret')`
+  const [campaign] = await sql<{ id: string }[]>`insert into campaigns (tenant_id, brand_id, name, type, channels) values (${tenant.id}, ${b}, 'Journey', 'journey', '{in_app}') returning id`
+  await sql`
+    insert into campaign_participants (campaign_id, tenant_id, brand_id, player_id, step, status, entered_at, updated_at)
+    values (${campaign!.id}, ${tenant.id}, ${b}, ${p.id}, 'welcome', 'completed', now(), now())`
+  await sql`insert into campaign_conversions (campaign_id, player_id, control, converted_at) values (${campaign!.id}, ${p.id}, false, now())`
+  const res = await fetch(`${h.origin}/api/v1/players/${p.id}/export`, { headers: { 'x-api-key': tenant.key } })
+  t.equal(res.status, 200)
+  t.match(res.headers.get('content-disposition'), /attachment/)
+  const doc = (await res.json()) as Record<string, any>
+  t.match(doc.player, { id: p.id, external_id: p.ext, email: `${p.ext}@example.com`, metadata: { nickname: 'Ziggy' } })
+  t.match(doc.profile, { name: 'Ziggy Stardust', country: 'IT' })
+  for (const section of ['notifications', 'point_balances', 'missions', 'badges', 'tournaments', 'campaign_audience']) t.ok(Array.isArray(doc[section]), section)
+  t.match(doc.bonus_grants, [{ bonus_id: bonus!.id, bonus_name: 'Welcome', status: 'granted', reason: 'first deposit', source: 'manual' }])
+  t.match(doc.contacts, { telegram_chat_id: '777' })
+  t.match(doc.push_subscriptions, [{ endpoint: 'https://push.example/export' }])
+  t.notOk(JSON.stringify(doc.push_subscriptions).includes('auth-secret'), 'no push encryption keys')
+  t.match(doc.campaign_journeys, [{ campaign_id: campaign!.id, step: 'welcome', status: 'completed' }])
+  t.match(doc.campaign_conversions, [{ campaign_id: campaign!.id, control: false }])
+  t.same(doc.events.map((e: { event_id: string }) => e.event_id), p.events.map((e) => e.event_id))
+  t.equal(doc.events[1].raw.payload.card_holder, 'Ziggy Stardust', 'the raw event as received')
+  const other = await h.createTenant()
+  t.equal((await h.request('GET', `/players/${p.id}/export`, { key: other.key })).status, 404)
+})
+
+t.test('erasure: PostgreSQL at once, ClickHouse pseudonymised in the background, player.erased', async (t) => {
+  const tenant = await h.createTenant()
+  const p = await personalPlayer(h, tenant.key)
+  const keep = await personalPlayer(h, tenant.key) // another player of the tenant, untouched
+  const sumBefore = await ch().query<{ s: string; c: string }>('SELECT toString(sum(amount)) AS s, toString(count()) AS c FROM events WHERE tenant_id = {t:UUID}', { t: tenant.id })
+  const other = await h.createTenant()
+  t.equal((await h.request('DELETE', `/players/${p.id}`, { key: other.key })).status, 404, 'not across tenants')
+
+  const res = await h.request('DELETE', `/players/${p.id}`, { key: tenant.key })
+  t.equal(res.status, 202)
+  t.match(res.body.data, { player_id: p.id, status: /pending|in_progress|completed/ })
+  t.equal(res.headers.get('location'), `/api/v1/players/${p.id}/erasure`)
+  const jobId = res.body.data.id as string
+
+  // PostgreSQL: gone now.
+  t.equal((await h.request('GET', `/players/${p.id}`, { key: tenant.key })).status, 404)
+  const sql = h.app.ctx.sql
+  t.equal((await sql`select 1 from players where id = ${p.id}`).length, 0)
+  t.equal((await sql`select 1 from player_profiles where player_id = ${p.id}`).length, 0)
+  const outbox = await sql<{ data: Record<string, unknown> }[]>`select data from outbox where tenant_id = ${tenant.id} and data->>'player_id' = ${p.id}`
+  t.ok(outbox.length > 0)
+  t.notOk(JSON.stringify(outbox).includes(p.ext), 'no external id or email left in the outbox')
+
+  const done = await waitFor(async () => {
+    const r = await h.request('GET', `/players/${p.id}/erasure`, { key: tenant.key })
+    return r.body.data?.status === 'completed' ? r.body.data : undefined
+  })
+  t.equal(done.id, jobId)
+  t.type(done.completed_at, 'string')
+  t.equal((await h.request('GET', `/players/${p.id}/erasure`, { key: other.key })).status, 404)
+
+  // ClickHouse: no event under the external id; the same events under one token, personal fields gone.
+  t.equal((await chEvents(tenant.id, p.ext)).length, 0)
+  const all = await ch().query<{ player_id: string; raw: string; event_id: string }>(
+    'SELECT player_id, raw, event_id FROM events WHERE tenant_id = {t:UUID} AND event_id IN {ids:Array(String)} ORDER BY seq',
+    { t: tenant.id, ids: p.events.map((e) => e.event_id as string) },
+  )
+  t.equal(all.length, 3, 'each event once')
+  const token = all[0]?.player_id as string
+  t.match(token, /^erased-[0-9a-f]{32}$/)
+  t.ok(all.every((r) => r.player_id === token), 'one token for all the player\'s events')
+  const raws = all.map((r) => JSON.parse(r.raw) as Record<string, any>)
+  t.same(raws[1], { player_id: token, event_type: 'deposit', event_id: p.events[1]?.event_id, timestamp: p.events[1]?.timestamp, payload: { amount: 25.5, currency: 'EUR', method: 'card' } })
+  for (const secret of [p.ext, 'Ziggy', 'example.com', 'red']) t.notOk(all.some((r) => r.raw.includes(secret)), `${secret} stripped from raw`)
+  const sumAfter = await ch().query<{ s: string; c: string }>('SELECT toString(sum(amount)) AS s, toString(count()) AS c FROM events WHERE tenant_id = {t:UUID}', { t: tenant.id })
+  t.same(sumAfter, sumBefore, 'aggregates unchanged')
+  t.equal((await chEvents(tenant.id, keep.ext)).length, 3, 'other players untouched')
+
+  const [job] = await sql`select external_id, token from player_erasures where id = ${jobId}`
+  t.same(job, { external_id: null, token: null }, 'nothing links the token back once done')
+  const erased = await sql<{ data: Record<string, unknown> }[]>`select data from outbox where tenant_id = ${tenant.id} and event = 'player.erased'`
+  t.equal(erased.length, 1)
+  t.match(erased[0]?.data, { player_id: p.id, erasure_id: jobId })
+  const again = await h.request('DELETE', `/players/${p.id}`, { key: tenant.key })
+  t.equal(again.status, 202)
+  t.equal(again.body.data.id, jobId, 'repeating answers the same job')
+  const audit = await sql`select actor, action, before, after from audit_log where tenant_id = ${tenant.id} and action = 'erasePlayer'`
+  t.match(audit, [{ actor: 'key', action: 'erasePlayer', before: null, after: null }])
+})
+
+t.test('erasure removes every engine\'s personal data of the player', async (t) => {
+  const tenant = await h.createTenant()
+  const p = await personalPlayer(h, tenant.key)
+  const keep = await personalPlayer(h, tenant.key)
+  const sql = h.app.ctx.sql
+  const b = tenant.brand.id
+  // What the engines hold about a player: contact points, an inbox message, a bonus grant, gamification
+  // state, an unconsumed stream row with the raw payload, a journey in progress, a static segment.
+  await sql`insert into player_contacts (player_id, tenant_id, brand_id, telegram_chat_id) values (${p.id}, ${tenant.id}, ${b}, '424242')`
+  await sql`insert into push_subscriptions (tenant_id, brand_id, player_id, endpoint, p256dh, auth) values (${tenant.id}, ${b}, ${p.id}, 'https://push.example/ziggy', 'k', 'a')`
+  await sql`
+    insert into notifications (tenant_id, brand_id, player_id, channel, content, payload, rendered, status, delivered_at)
+    values (${tenant.id}, ${b}, ${p.id}, 'in_app', '{"body": "Hi {{name}}"}', '{"name": "Ziggy"}', '{"subject": null, "body": "Hi Ziggy"}', 'delivered', now())`
+  const [bonus] = await sql<{ id: string }[]>`insert into bonuses (tenant_id, brand_id, name, type, value, value_type) values (${tenant.id}, ${b}, 'b', 'custom', 5, 'fixed') returning id`
+  await sql`insert into bonus_grants (tenant_id, brand_id, bonus_id, player_id, status, reason, source) values (${tenant.id}, ${b}, ${bonus!.id}, ${p.id}, 'granted', 'for Ziggy', 'manual')`
+  await sql`insert into player_gamification (player_id, tenant_id, missions_completed) values (${p.id}, ${tenant.id}, 3)`
+  await sql`
+    insert into event_stream (consumer, tenant_id, brand_id, player_id, external_id, event_type, source_type, event_time, received_at, fields, payload, available_at)
+    values ('erasure-test', ${tenant.id}, ${b}, ${p.id}, ${p.ext}, 'registration', 'registration', now(), now(), '{}', '{"name": "Ziggy Stardust"}', now() + interval '1 day'),
+           ('erasure-test', ${tenant.id}, ${b}, ${keep.id}, ${keep.ext}, 'registration', 'registration', now(), now(), '{}', '{}', now() + interval '1 day')`
+  const [campaign] = await sql<{ id: string }[]>`insert into campaigns (tenant_id, brand_id, name, type, channels) values (${tenant.id}, ${b}, 'j', 'journey', '{in_app}') returning id`
+  await sql`
+    insert into campaign_participants (campaign_id, tenant_id, brand_id, player_id, step, status, wake_at, entered_at, updated_at)
+    values (${campaign!.id}, ${tenant.id}, ${b}, ${p.id}, 's1', 'waiting', now() + interval '1 day', now(), now())`
+  const [segment] = await sql<{ id: string }[]>`
+    insert into segments (tenant_id, brand_id, name, type, rules) values (${tenant.id}, ${b}, 's', 'static', ${sql.json({ player_ids: [p.id, keep.id] })}) returning id`
+
+  t.equal((await h.request('DELETE', `/players/${p.id}`, { key: tenant.key })).status, 202)
+  for (const table of ['player_contacts', 'push_subscriptions', 'notifications', 'bonus_grants', 'player_gamification']) {
+    t.equal((await sql.unsafe(`select 1 from ${table} where player_id = $1`, [p.id])).length, 0, `${table} of the player gone`)
+  }
+  const stream = await sql<{ player_id: string }[]>`select player_id from event_stream where consumer = 'erasure-test'`
+  t.same(stream.map((r) => r.player_id), [keep.id], 'the unconsumed stream row (raw payload) gone, the other player\'s kept')
+  t.match(await sql`select status, wake_at from campaign_participants where player_id = ${p.id}`, [{ status: 'exited', wake_at: null }], 'the journey ends')
+  const [seg] = await sql<{ rules: { player_ids: string[] } }[]>`select rules from segments where id = ${segment!.id}`
+  t.same(seg?.rules.player_ids, [keep.id], 'left the static segment')
+  await sql`delete from event_stream where consumer = 'erasure-test'`
+})
+
+t.test('a job interrupted after its copy is finished exactly once', async (t) => {
+  const tenant = await h.createTenant()
+  const p = await personalPlayer(h, tenant.key)
+  const token = `erased-${randomBytes(16).toString('hex')}`
+  const sql = h.app.ctx.sql
+  // What a process that died right after copying leaves: copies in ClickHouse, the job still 'pending',
+  // its lease expired. (The player row was deleted by the request; here it is left, which changes nothing.)
+  await ch().command(
+    "INSERT INTO events (tenant_id, brand_id, event_id, player_id, event_type, event_time, received_at, seq, raw) " +
+      "SELECT tenant_id, brand_id, event_id, {token:String}, event_type, event_time, received_at, seq, '{}' FROM events WHERE tenant_id = {t:UUID} AND player_id = {p:String} SETTINGS insert_deduplicate = 0",
+    { token, t: tenant.id, p: p.ext },
+  )
+  t.equal((await chEvents(tenant.id, token)).length, 3)
+  const [job] = await sql<{ id: string }[]>`
+    insert into player_erasures (tenant_id, brand_id, player_id, external_id, token, cutoff, attempts, lease_until, sink)
+    values (${tenant.id}, ${tenant.brand.id}, ${randomUUID()}, ${p.ext}, ${token}, now(), 1, now() - interval '1 second', ${h.app.ctx.ch.sinkId})
+    returning id`
+  const jobId = job?.id as string
+  await waitFor(async () => ((await sql`select 1 from player_erasures where id = ${jobId} and state = 'done'`).length ? true : undefined))
+  t.equal((await chEvents(tenant.id, p.ext)).length, 0, 'originals gone')
+  const copies = await chEvents(tenant.id, token)
+  t.equal(copies.length, 3, 'each event once, not the crashed copy plus a new one')
+  t.ok(copies.every((c) => c.raw.includes(token) && !c.raw.includes(p.ext)), 'the whole copy was made again, scrubbed')
+})
+
+t.test('EVENT_RETENTION_DAYS drops whole months older than the retention', async (t) => {
+  t.same(expiredPartitions(['200101', '202609', '202610', '202611', 'x'], 30, new Date('2026-11-24T00:00:00Z')), ['200101', '202609'])
+  t.same(expiredPartitions(['202610'], 23, new Date('2026-11-24T00:00:00Z')), ['202610'], 'October ends Nov 1, 23 days before')
+  t.same(expiredPartitions(['202610'], 24, new Date('2026-11-24T00:00:00Z')), [])
+  const tenant = await h.createTenant()
+  const old = [ev({ player_id: 'ret-1', timestamp: '2001-03-04T05:06:07.000Z' }), ev({ player_id: 'ret-1', timestamp: '2001-03-20T05:06:07.000Z' })]
+  const recent = ev({ player_id: 'ret-1' })
+  t.equal((await post(h, tenant.key, { events: [...old, recent] })).body.stored, 3)
+  const count = async () => Number((await ch().query<{ c: string }>('SELECT count() AS c FROM events WHERE tenant_id = {t:UUID}', { t: tenant.id }))[0]?.c)
+  t.equal(await count(), 3)
+  const dropped = await dropExpiredPartitions(h.app.ctx, 365)
+  t.ok(dropped.includes('200103'))
+  t.notOk(dropped.some((p) => p >= '2025'), 'nothing recent')
+  t.equal(await count(), 1, 'the old month is gone, the recent event kept')
+})
