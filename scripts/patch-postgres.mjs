@@ -1,4 +1,4 @@
-// Runs after `npm install` / `npm ci` (package.json "postinstall"): mends three faults of the `postgres`
+// Runs after `npm install` / `npm ci` (package.json "postinstall"): mends seven faults of the `postgres`
 // driver 3.4.9 that end the whole process or wedge a connection when PostgreSQL drops a connection (a
 // restart, a failover, pg_terminate_backend), until a release carries the upstream fixes:
 // 1. `nextWrite` runs from a setImmediate after `closed()` set the socket to null and throws a TypeError no
@@ -9,6 +9,20 @@
 // 3. The array-type query every new connection runs first is started from a sync handler that drops its
 //    promise: a connection terminated at that moment is an unhandled rejection (#1192, #1223), which ends
 //    the process. Now its failure is caught and the types are fetched again on the next ready connection.
+// 4. `closed()` keeps the dead socket's in-flight query and pipelined queries when the socket ended with an
+//    error, and when it reconnects for a waiting query the new connection takes the stale one as answered
+//    by its first ReadyForQuery and then waits forever for a query it never sent. Now a closed socket's
+//    queries all fail with CONNECTION_CLOSED (found by test/events/fault-pg-terminate.test.ts).
+// 5. A `sql.reserve()` waiting for a connection is lost when a closing connection picks it up to reconnect
+//    (`onclose` shifts it off the wait list and the new connection drops it): the caller waits forever.
+//    Now it stays on the list until a connection is handed to it, and settles once (a connection handed to
+//    one already failed goes back to the pool).
+// 6. `release()` of a reserved connection that closed meanwhile put it in the open list while it was
+//    reconnecting. Now only a connection still reserved goes back.
+// 7. A reserved connection (`sql.reserve()`, `sql.begin()`) that closes leaves the queries queued behind a
+//    full pipeline unsettled, and sends the ones made after the close to the same connection object, which
+//    by then may be reconnected for another caller: statements of a transaction would run outside it. Now
+//    the queued ones fail with the close, and later ones fail at once.
 // Each mend is applied once (idempotent); a driver whose code no longer looks like this is left alone.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
@@ -39,6 +53,29 @@ const mends = [
         : text,
   },
   {
+    name: 'queries of a closed socket',
+    done: '/* respin: a closed socket\'s queries fail */',
+    apply: (text) =>
+      text.replace(`    socket.removeAllListeners()
+    socket = null
+
+    if (initial)
+      return reconnect()
+`, `    socket.removeAllListeners()
+    socket = null
+
+    /* respin: a closed socket's queries fail */
+    const lost = Errors.connection('CONNECTION_CLOSED', options)
+    query && (queryError(query, lost), query = null)
+    while (sent.length)
+      queryError(sent.shift(), lost)
+    errorResponse = results = null
+
+    if (initial)
+      return reconnect()
+`),
+  },
+  {
     name: 'dropped array-type fetch',
     done: '/* respin: array types retried */',
     apply: (text) =>
@@ -46,15 +83,112 @@ const mends = [
   },
 ]
 
+const poolMends = [
+  {
+    name: 'queries of a closed reserved connection',
+    done: '/* respin: a closed reserved connection fails its queries */',
+    apply: (text) =>
+      text.replace(`    c.reserved.release = true
+
+    const sql = Sql(handler)
+    sql.release = () => {
+      c.reserved = null`, `    c.reserved.release = true
+    /* respin: a closed reserved connection fails its queries */
+    const mine = c.reserved
+    const drain = (e) => { while (queue.length) queue.shift().reject(e) }
+    c.onclose = drain
+
+    const sql = Sql(handler)
+    sql.release = () => {
+      c.onclose === drain && (c.onclose = null)
+      c.reserved = null`).replace(`    function handler(q) {
+      c.queue === full
+        ? queue.push(q)
+        : c.execute(q) || move(c, full)
+    }
+  }`, `    function handler(q) {
+      c.reserved !== mine
+        ? q.reject(Errors.connection('CONNECTION_CLOSED', options))
+        : c.queue === full
+          ? queue.push(q)
+          : c.execute(q) || move(c, full)
+    }
+  }`).replace(`        new Promise((_, reject) => connection.onclose = reject)`, `        new Promise((_, reject) => connection.onclose = (e) => { while (queries.length) queries.shift().reject(e); reject(e) })`).replace(`      function handler(q) {
+        q.catch(e => uncaughtError || (uncaughtError = e))
+        c.queue === full
+          ? queries.push(q)
+          : c.execute(q) || move(c, full)
+      }`, `      function handler(q) {
+        q.catch(e => uncaughtError || (uncaughtError = e))
+        c.reserved !== mine
+          ? q.reject(Errors.connection('CONNECTION_CLOSED', options))
+          : c.queue === full
+            ? queries.push(q)
+            : c.execute(q) || move(c, full)
+      }`).replace(`    function onexecute(c) {
+      connection = c
+      move(c, reserved)
+      c.reserved = () => queries.length
+        ? c.execute(queries.shift())
+        : move(c, reserved)
+    }`, `    function onexecute(c) {
+      connection = c
+      move(c, reserved)
+      c.reserved = () => queries.length
+        ? c.execute(queries.shift())
+        : move(c, reserved)
+      mine = c.reserved
+    }`).replace(`    let savepoints = 0
+      , connection
+      , prepare = null`, `    let savepoints = 0
+      , connection
+      , prepare = null
+      , mine = null`),
+  },
+  {
+    name: 'lost reserve',
+    done: '/* respin: reserve settles once */',
+    apply: (text) =>
+      text.replace(`      : await new Promise((resolve, reject) => {
+        const query = { reserve: resolve, reject }
+        queries.push(query)`, `      : await new Promise((resolve, reject) => {
+        /* respin: reserve settles once */
+        let settled = false
+        const query = {
+          reserve: (c) => settled ? onopen(c) : (settled = true, resolve(c)),
+          reject: (err) => settled || (settled = true, queries.remove(query), reject(err))
+        }
+        queries.push(query)`).replace(`    queries.length && connect(c, queries.shift())
+  }`, `    if (queries.length) { /* respin: a waiting reserve stays queued */
+      const query = queries.shift()
+      query.reserve && queries.push(query)
+      connect(c, query)
+    }
+  }`),
+  },
+  {
+    name: 'release of a closed reserved connection',
+    done: '/* respin: a reserved connection that closed is not reopened */',
+    apply: (text) =>
+      text.replace(`      c.reserved = null
+      onopen(c)
+    }`, `      c.reserved = null
+      c.queue === reserved && onopen(c) /* respin: a reserved connection that closed is not reopened */
+    }`),
+  },
+]
+
 for (const dir of ['src', 'cjs/src', 'cf/src']) {
-  const file = join(root, dir, 'connection.js')
-  if (!existsSync(file)) continue
-  let text = readFileSync(file, 'utf8')
-  for (const mend of mends) {
-    if (text.includes(mend.done)) continue
-    const mended = mend.apply(text)
-    if (mended === text) console.warn(`respin: postgres ${dir}/connection.js: "${mend.name}" not found (not the 3.4.9 code); left as it is`)
-    text = mended
+  for (const [name, list] of [['connection.js', mends], ['index.js', poolMends]]) {
+    const file = join(root, dir, name)
+    if (!existsSync(file)) continue
+    let text = readFileSync(file, 'utf8')
+    for (const mend of list) {
+      if (text.includes(mend.done)) continue
+      const mended = mend.apply(text)
+      if (mended === text) console.warn(`respin: postgres ${dir}/${name}: "${mend.name}" not found (not the 3.4.9 code); left as it is`)
+      text = mended
+    }
+    writeFileSync(file, text)
   }
-  writeFileSync(file, text)
 }

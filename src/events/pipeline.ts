@@ -16,6 +16,7 @@
 // leaves either both or neither (spool.ts moves committed events to ClickHouse exactly once). Any failure
 // before the commit releases the claimed ids, so the retry stores; a failed group of several tenants is
 // written again tenant by tenant, so that one tenant's bad data fails only that tenant's requests.
+import { randomUUID } from 'node:crypto'
 import { pipelinedTransaction, type Sql } from '../db/postgres.ts'
 import { AppError } from '../errors.ts'
 import type { EventStream } from '../engine/event-stream.ts'
@@ -318,21 +319,34 @@ export function createPipeline(deps: {
       const spoolRows = result.rowsDeflated ?? result.rows
       const encoding = result.rowsDeflated ? 'rowbinary-deflate' : 'rowbinary'
       let batch: string | undefined
-      await withRetries(log, () =>
-        pipelinedTransaction(sql, async (tx) => {
-          // Statements go out in call order: the stream rows find the players the profile writer upserted.
+      // A connection lost while the COMMIT was on its way leaves the outcome unknown: before writing the
+      // group again, its commit marker (sql/0110) says whether the first try committed after all.
+      const groupKey = randomUUID()
+      await withRetries(log, async (attempt) => {
+        if (attempt > 1) {
+          const [done] = await sql<{ batch: string | null }[]>`select batch::text from ingest_commits where group_key = ${groupKey}`
+          if (done) {
+            batch = done.batch ?? undefined
+            return
+          }
+        }
+        await pipelinedTransaction(sql, async (tx) => {
+          // Statements go out in call order: the stream rows find the players the profile writer upserted,
+          // and the marker the spool batch claimed just before it.
           const [, b] = await Promise.all([
             profiles.write(tx, result.players, result.statuses),
             spool.append(tx, spoolRows, result.rowCount, encoding, ackAfterClickHouse),
             stream && result.stream.consumers.length ? stream.append(tx, result.stream) : undefined,
+            tx`insert into ingest_commits (group_key, batch)
+               values (${groupKey}, ${ackAfterClickHouse ? tx`currval('event_spool_batch_seq')` : null})`.execute(),
           ])
           batch = b
         }).catch((err: unknown) => {
           // A transaction that did not commit may have missed players the writer believed in, or created some.
           profiles.forget(result.players)
           throw err
-        }),
-      )
+        })
+      })
       durable = true
       if (stream && result.stream.consumers.length) stream.wake()
       deps.onGroupWritten?.(toStore, items.length)
@@ -373,12 +387,12 @@ export function createPipeline(deps: {
 const ms = (a: number, b: number) => Math.round((b - a) * 10) / 10
 
 /** PostgreSQL serialization failures and dropped connections are worth a second try. */
-async function withRetries<T>(log: Logger, fn: () => Promise<T>): Promise<T> {
+async function withRetries<T>(log: Logger, fn: (attempt: number) => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await fn()
+      return await fn(attempt)
     } catch (err) {
-      if (attempt >= 3) throw err
+      if (attempt >= 4) throw err
       log.warn({ err, attempt }, 'ingest: postgres write failed, retrying')
       await new Promise((r) => setTimeout(r, 50 * attempt))
     }

@@ -154,6 +154,9 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
     vacuuming = true
     movedSinceVacuum = 0
     lastVacuum = Date.now()
+    // The commit markers of ingest groups (sql/0110) are looked at only while a group is being retried.
+    await sql`delete from ingest_commits where committed_at < now() - interval '10 minutes'`
+      .catch((err: unknown) => log.warn({ err }, 'ingest spool: pruning commit markers failed'))
     await sql`vacuum (skip_locked, truncate false) event_spool`
       .catch((err: unknown) => log.warn({ err }, 'ingest spool: vacuum failed'))
       .finally(() => (vacuuming = false))

@@ -60,9 +60,21 @@ export async function sendUnderLoad(
   return result
 }
 
-/** How ClickHouse holds the tenant's events: rows and distinct ids (after the spool is flushed). */
-export async function countStored(h: Harness, tenantId: string): Promise<{ rows: number; unique: number }> {
+/**
+ * How the tenant's events come out of GET /export/events, the way an operator's sync sees them: rows and
+ * distinct ids of a full scan (after the spool is flushed).
+ */
+export async function countExported(h: Harness, key: string): Promise<{ rows: number; unique: number }> {
   await h.app.ctx.ingest?.spool.flush('all')
-  const [row] = await h.app.ctx.ch.query<{ n: string; u: string }>('SELECT count() AS n, uniqExact(event_id) AS u FROM events WHERE tenant_id = {t:UUID}', { t: tenantId })
-  return { rows: Number(row?.n), unique: Number(row?.u) }
+  const ids = new Set<string>()
+  let rows = 0
+  let cursor: string | undefined
+  for (;;) {
+    const res = await h.request<{ data: { event_id: string }[]; next_cursor: string | null }>('GET', '/export/events', { key, query: { limit: 1000, ...(cursor ? { cursor } : {}) } })
+    if (res.status !== 200) throw new Error(`export answered ${res.status}: ${res.text}`)
+    if (!res.body.data.length) return { rows, unique: ids.size }
+    rows += res.body.data.length
+    for (const r of res.body.data) ids.add(r.event_id)
+    cursor = res.body.next_cursor ?? cursor
+  }
 }
