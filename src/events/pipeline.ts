@@ -392,7 +392,7 @@ async function withRetries<T>(log: Logger, fn: (attempt: number) => Promise<T>):
     try {
       return await fn(attempt)
     } catch (err) {
-      if (attempt >= 4) throw err
+      if (attempt >= 3) throw err
       log.warn({ err, attempt }, 'ingest: postgres write failed, retrying')
       await new Promise((r) => setTimeout(r, 50 * attempt))
     }

@@ -30,6 +30,7 @@ export async function checkSend(sql: dq.Sql, n: CheckInput, now: Date): Promise<
     hasAddress: dq.hasAddress(recipient, n.channel),
     undeliverable: dq.isUndeliverable(recipient, n.channel),
     campaignCancelled: cancelled,
+    campaignPaused: recipient.campaign_status === 'paused',
     settings,
     capCounts,
     now,

@@ -100,6 +100,12 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
         if (await settle(tx, row, lease, tx`status = 'suppressed', reason = ${decision.action === 'suppress' ? decision.reason : 'no_address'}`)) ended = 'suppressed'
         return null
       }
+      if (decision.action === 'wait') {
+        // Its campaign is paused. Resuming makes the campaign's queued messages due at once
+        // (campaigns/execution.ts); until then a look every few minutes costs nothing.
+        await settle(tx, row, lease, tx`due_at = now() + interval '5 minutes'`)
+        return null
+      }
       if (decision.action === 'hold') {
         // Quiet hours: held, then sent when they end (and checked again then).
         await settle(tx, row, lease, tx`scheduled_at = ${decision.until}, due_at = ${decision.until}`)

@@ -60,6 +60,8 @@ export interface RuleFacts {
   undeliverable: boolean
   /** The campaign that sent it was cancelled meanwhile. */
   campaignCancelled: boolean
+  /** The campaign that sent it is paused: its queued messages wait for the resume. */
+  campaignPaused?: boolean
   settings: DeliverySettings
   /**
    * Marketing messages already handed to a channel for this player, one count per window of capWindows()
@@ -74,6 +76,8 @@ export type Decision =
   | { action: 'suppress'; reason: SuppressReason }
   /** Quiet hours: wait until `until`, then decide again. */
   | { action: 'hold'; until: Date }
+  /** Its campaign is paused: stays queued until the campaign resumes, then decided again. */
+  | { action: 'wait' }
 
 /** The player's zone for caps and quiet hours: theirs, else the quiet hours' zone, else UTC. */
 export function zoneOf(player: { timezone: string | null }, settings: DeliverySettings): string {
@@ -108,6 +112,7 @@ export function decide(f: RuleFacts): Decision {
   }
   if (!f.hasAddress) return suppress('no_address')
   if (f.undeliverable) return suppress('undeliverable_address')
+  if (f.campaignPaused) return { action: 'wait' }
   if (f.class === 'transactional') return { action: 'send' }
 
   const zone = zoneOf(f.player, f.settings)

@@ -71,6 +71,31 @@ t.test('pause holds the rest of the audience, resume continues where it stopped,
   t.equal(new Set(rows.map((r) => r.player_id)).size, 300, 'each player once')
 })
 
+t.test('messages already queued when the campaign pauses wait for the resume, then go out checked again', async (t) => {
+  const tenant = await h.createTenant()
+  await bulkPlayers(h, tenant, 300)
+  const c = await createCampaign(h, tenant, { type: 'one_shot', target_segment_id: await segment(h, tenant), config: { templates: { in_app: await template(h, tenant) } } })
+  await move(h, tenant, c.id, 'running')
+  const run = (await ctx.sql<{ id: string }[]>`select id from campaign_runs where campaign_id = ${c.id}`)[0]!.id
+  await processRun(ctx, run, stopAfter(1), 100)
+  await until(h, async () => (await sent(h, c.id)).filter((r) => r.status === 'delivered').length >= 10)
+  await move(h, tenant, c.id, 'paused')
+  // Ten as the pause found them: queued and due (the dispatcher is fast enough to have sent them all).
+  const held = (await sent(h, c.id)).filter((r) => r.status === 'delivered').slice(0, 10).map((r) => r.notification_id)
+  const states = async () => ctx.sql<{ status: string; waiting: boolean }[]>`
+    select status, due_at > now() + interval '4 minutes' as waiting from notifications where id = any(${held}::uuid[])`
+  await ctx.sql`update notifications set status = 'queued', sent_at = null, delivered_at = null, attempts = 0, due_at = now(), lease_owner = null where id = any(${held}::uuid[])`
+  ctx.delivery!.wake()
+  await until(h, async () => (await states()).every((r) => r.status === 'queued' && r.waiting))
+  t.pass('the dispatcher looked at the ten and let them wait')
+  await new Promise((r) => setTimeout(r, 300))
+  t.ok((await states()).every((r) => r.status === 'queued'), 'none of them sent while paused')
+  await move(h, tenant, c.id, 'running')
+  await until(h, async () => (await states()).every((r) => r.status === 'delivered'), 5000)
+  t.pass('after the resume they went out at once, not minutes later')
+  await until(h, async () => (await campaign(h, tenant, c.id)).status === 'completed')
+})
+
 t.test('cancel drops what is pending: queued messages end suppressed (campaign_cancelled), no more are sent', async (t) => {
   const tenant = await h.createTenant()
   await bulkPlayers(h, tenant, 300)

@@ -35,7 +35,11 @@ function fakes(opts: { insertMs?: number; failInserts?: number } = {}) {
     const q = Promise.resolve(Object.assign([{}], { command: 'COMMIT' }))
     return Object.assign(q, { execute: () => q })
   }) as unknown as Sql
-  const sql = { begin: async (fn: (tx: Sql) => Promise<unknown>) => fn(tx), reserve: async () => Object.assign(tx, { release: () => {} }) } as unknown as Sql
+  // Statements outside a transaction find nothing: a retried group's commit marker (it never committed here).
+  const sql = Object.assign(async () => [], {
+    begin: async (fn: (tx: Sql) => Promise<unknown>) => fn(tx),
+    reserve: async () => Object.assign(tx, { release: () => {} }),
+  }) as unknown as Sql
   const released: number[] = []
   const committed: number[] = []
   const dedupe: Dedupe = {

@@ -41,6 +41,8 @@ const cases: [string, Over, ReturnType<typeof decide>][] = [
   ['transactional without address', { class: 'transactional', hasAddress: false }, { action: 'suppress', reason: 'no_address' }],
   ['undeliverable address', { channel: 'email', player: { consent: { email: { granted: true } } }, undeliverable: true }, { action: 'suppress', reason: 'undeliverable_address' }],
   ['campaign cancelled', { campaignCancelled: true }, { action: 'suppress', reason: 'campaign_cancelled' }],
+  ['campaign paused: waits for the resume', { campaignPaused: true }, { action: 'wait' }],
+  ['campaign paused, player self-excluded: suppressed, not kept', { campaignPaused: true, player: { status: 'self_excluded' } }, { action: 'suppress', reason: 'self_excluded' }],
   ['cap reached', { settings: { frequency_caps: [{ channel: 'any', max: 2, per: 'day' }] }, capCounts: [2] }, { action: 'suppress', reason: 'frequency_cap' }],
   ['cap not reached', { settings: { frequency_caps: [{ channel: 'any', max: 2, per: 'day' }] }, capCounts: [1] }, { action: 'send' }],
   ['transactional ignores caps', { class: 'transactional', settings: { frequency_caps: [{ channel: 'any', max: 0, per: 'day' }] }, capCounts: [5] }, { action: 'send' }],
