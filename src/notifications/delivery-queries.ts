@@ -99,6 +99,38 @@ export async function selectRecipient(
   return row
 }
 
+/** selectRecipient for many players at once (a campaign chunk), by player id; the campaign status apart. */
+export async function selectRecipients(
+  sql: Sql,
+  playerIds: string[],
+): Promise<Map<string, Recipient & { delivery_settings: Partial<DeliverySettings> | null }>> {
+  const rows = await sql<(Recipient & { delivery_settings: Partial<DeliverySettings> | null })[]>`
+    select p.id, p.tenant_id, p.brand_id, p.external_id, p.status, p.email, p.phone,
+           pp.name, pp.language, pp.currency, pp.country, pp.timezone, coalesce(pp.consent, '{}') as consent,
+           c.telegram_chat_id, c.undeliverable_email,
+           (select count(*)::int from push_subscriptions s where s.player_id = p.id) as push_subscriptions,
+           (select settings from brand_delivery_settings d where d.brand_id = p.brand_id) as delivery_settings
+    from players p
+    left join player_profiles pp on pp.player_id = p.id
+    left join player_contacts c on c.player_id = p.id
+    where p.id = any(${playerIds}::uuid[])`
+  return new Map(rows.map((r) => [r.id, r]))
+}
+
+/** Marketing messages handed to a channel since `earliest`, for many players: what countSentSince counts. */
+export async function selectSentSince(sql: Sql, playerIds: string[], earliest: Date): Promise<Map<string, { channel: Channel; sent_at: Date }[]>> {
+  const rows = await sql<{ player_id: string; channel: Channel; sent_at: Date }[]>`
+    select player_id, channel, sent_at from notifications
+    where player_id = any(${playerIds}::uuid[]) and class = 'marketing' and sent_at >= ${earliest} and status in ('delivered', 'queued')`
+  const byPlayer = new Map<string, { channel: Channel; sent_at: Date }[]>()
+  for (const r of rows) {
+    const list = byPlayer.get(r.player_id)
+    if (list) list.push(r)
+    else byPlayer.set(r.player_id, [r])
+  }
+  return byPlayer
+}
+
 export function hasAddress(r: Recipient, channel: Channel): boolean {
   switch (channel) {
     case 'email':
@@ -177,6 +209,27 @@ export interface NewNotification {
   status: 'queued' | 'suppressed'
   reason: string | null
   scheduledAt: Date
+}
+
+/**
+ * insertNotification for many rows in one statement. Returns the rows inserted (id, key, status); a row
+ * whose idempotency key exists already is left alone and not returned.
+ */
+export async function insertNotifications(sql: Sql, ns: (NewNotification & { id?: string })[]): Promise<{ id: string; idempotency_key: string | null; status: string }[]> {
+  if (!ns.length) return []
+  return sql<{ id: string; idempotency_key: string | null; status: string }[]>`
+    insert into notifications (id, tenant_id, brand_id, player_id, channel, template_id, content, payload, class, campaign_id,
+                               idempotency_key, status, reason, scheduled_at, due_at)
+    select coalesce(x.id, gen_random_uuid()), x.tenant_id, x.brand_id, x.player_id, x.channel, x.template_id, x.content, x.payload, x.class, x.campaign_id,
+           x.idempotency_key, x.status, x.reason, x.scheduled_at, x.scheduled_at
+    from unnest(${ns.map((n) => n.id ?? null)}::uuid[], ${ns.map((n) => n.tenantId)}::uuid[], ${ns.map((n) => n.brandId)}::uuid[], ${ns.map((n) => n.playerId)}::uuid[],
+                ${ns.map((n) => n.channel)}::text[], ${ns.map((n) => n.templateId)}::uuid[],
+                ${ns.map((n) => (n.content ? JSON.stringify(n.content) : null))}::jsonb[], ${ns.map((n) => JSON.stringify(n.payload))}::jsonb[],
+                ${ns.map((n) => n.class)}::text[], ${ns.map((n) => n.campaignId)}::uuid[], ${ns.map((n) => n.idempotencyKey)}::text[],
+                ${ns.map((n) => n.status)}::text[], ${ns.map((n) => n.reason)}::text[], ${ns.map((n) => n.scheduledAt.toISOString())}::timestamptz[])
+      as x(id, tenant_id, brand_id, player_id, channel, template_id, content, payload, class, campaign_id, idempotency_key, status, reason, scheduled_at)
+    on conflict (tenant_id, idempotency_key) where idempotency_key is not null do nothing
+    returning id, idempotency_key, status`
 }
 
 /** Inserts, or (same idempotency key) returns undefined and leaves the existing row alone. */

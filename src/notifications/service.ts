@@ -5,7 +5,7 @@ import { badRequest, notFound } from '../errors.ts'
 import type { Visibility } from '../lib/visibility.ts'
 import { findPlayerRef } from '../players/service.ts'
 import * as q from './queries.ts'
-import { checkSend } from './check.ts'
+import { checkSend, checkSends } from './check.ts'
 import * as dq from './delivery-queries.ts'
 import type { MessageClass } from './rules.ts'
 import type { Channel, Locale, NotificationTemplate, QueuedNotification } from './schemas.ts'
@@ -172,6 +172,65 @@ export async function enqueueNotification(sql: dq.Sql, ctx: Pick<AppContext, 'cl
     ctx.metrics?.outcome('message', 'suppressed', input.channel)
   }
   return { notification: dq.notificationOut(row), queued: row.status === 'queued', created: true }
+}
+
+/**
+ * enqueueNotification for many messages in one go (a campaign chunk): the rules checked for all of them
+ * in a few queries, one insert, one NOTIFY. Every input needs an idempotency key (the exactly-once guard);
+ * a key that exists already keeps its notification. An input may bring the id its notification gets.
+ * Returns, per input, its notification's id and whether it is queued (false: suppressed at once).
+ */
+export async function enqueueNotifications(
+  sql: dq.Sql,
+  ctx: Pick<AppContext, 'clock'> & Partial<Pick<AppContext, 'metrics'>> & { delivery?: { wake(): void } },
+  inputs: (EnqueueInput & { idempotencyKey: string; id?: string })[],
+): Promise<{ id: string; queued: boolean }[]> {
+  if (!inputs.length) return []
+  const now = ctx.clock()
+  const decisions = await checkSends(sql, inputs.map((i) => ({ playerId: i.playerId, brandId: i.brandId, channel: i.channel, class: i.class ?? 'marketing', campaignId: i.campaignId ?? null })), now)
+  const rows: (dq.NewNotification & { id?: string })[] = inputs.map((input, k) => {
+    const decision = decisions[k]!
+    const scheduledAt = input.scheduledAt && input.scheduledAt > now ? input.scheduledAt : now
+    return {
+      id: input.id,
+      tenantId: input.tenantId,
+      brandId: input.brandId,
+      playerId: input.playerId,
+      channel: input.channel,
+      templateId: input.templateId ?? null,
+      content: input.content ? { subject: input.content.subject ?? null, body: input.content.body } : null,
+      payload: input.payload ?? {},
+      class: input.class ?? 'marketing',
+      campaignId: input.campaignId ?? null,
+      idempotencyKey: input.idempotencyKey,
+      status: decision.action === 'suppress' ? 'suppressed' : 'queued',
+      reason: decision.action === 'suppress' ? decision.reason : null,
+      scheduledAt: decision.action === 'hold' && decision.until > scheduledAt ? decision.until : scheduledAt,
+    }
+  })
+  const inserted = await dq.insertNotifications(sql, rows)
+  const byKey = new Map(inserted.map((r) => [r.idempotency_key as string, r]))
+  const missing = inputs.filter((i) => !byKey.has(i.idempotencyKey)).map((i) => i.idempotencyKey)
+  if (missing.length) {
+    // Enqueued before (a retry after a crash): the first notification stands.
+    const existing = await sql<{ id: string; idempotency_key: string; status: string }[]>`
+      select id, idempotency_key, status from notifications
+      where tenant_id = any(${[...new Set(inputs.map((i) => i.tenantId))]}::uuid[]) and idempotency_key = any(${missing}::text[])`
+    for (const r of existing) byKey.set(r.idempotency_key, r)
+  }
+  if (inserted.some((r) => r.status === 'queued')) {
+    await sql`select pg_notify(${DELIVERY_CHANNEL}, '')`
+    ctx.delivery?.wake()
+  }
+  if (ctx.metrics) {
+    const channelOf = new Map(rows.map((n) => [n.idempotencyKey, n.channel]))
+    for (const r of inserted) if (r.status === 'suppressed') ctx.metrics.outcome('message', 'suppressed', channelOf.get(r.idempotency_key)!)
+  }
+  return inputs.map((i) => {
+    const r = byKey.get(i.idempotencyKey)
+    if (!r) throw new Error(`notification ${i.idempotencyKey} neither inserted nor found`)
+    return { id: r.id, queued: r.status !== 'suppressed' }
+  })
 }
 
 /** The NOTIFY channel that wakes the dispatchers of every process when a notification is queued. */
