@@ -12,6 +12,16 @@ const ctx = h.app.ctx
 // The tests drive the engine themselves: no wake-up after a status change.
 ctx.campaigns!.wake = () => {}
 
+/** A running in-app one-shot to a segment of `players` players, and its run. */
+async function startedOneShot(players: number) {
+  const tenant = await h.createTenant()
+  await bulkPlayers(h, tenant, players)
+  const c = await createCampaign(h, tenant, { type: 'one_shot', target_segment_id: await segment(h, tenant), config: { templates: { in_app: await template(h, tenant) } } })
+  await move(h, tenant, c.id, 'running')
+  const run = (await ctx.sql<{ id: string }[]>`select id from campaign_runs where campaign_id = ${c.id}`)[0]!.id
+  return { tenant, c, run }
+}
+
 const stopAfter = (n: number) => {
   let calls = 0
   return () => calls++ >= n
@@ -49,11 +59,7 @@ t.test('a one-shot messages the segment as it was at the start, once per channel
 })
 
 t.test('pause holds the rest of the audience, resume continues where it stopped, nobody twice', async (t) => {
-  const tenant = await h.createTenant()
-  await bulkPlayers(h, tenant, 300)
-  const c = await createCampaign(h, tenant, { type: 'one_shot', target_segment_id: await segment(h, tenant), config: { templates: { in_app: await template(h, tenant) } } })
-  await move(h, tenant, c.id, 'running')
-  const run = (await ctx.sql<{ id: string }[]>`select id from campaign_runs where campaign_id = ${c.id}`)[0]!.id
+  const { tenant, c, run } = await startedOneShot(300)
   await processRun(ctx, run, stopAfter(1), 100) // one chunk of 100 (the audience was selected by the start)
   // With a shared PostgreSQL, other test files' engines may have run chunks of this run too.
   await move(h, tenant, c.id, 'paused')
@@ -72,11 +78,7 @@ t.test('pause holds the rest of the audience, resume continues where it stopped,
 })
 
 t.test('messages already queued when the campaign pauses wait for the resume, then go out checked again', async (t) => {
-  const tenant = await h.createTenant()
-  await bulkPlayers(h, tenant, 300)
-  const c = await createCampaign(h, tenant, { type: 'one_shot', target_segment_id: await segment(h, tenant), config: { templates: { in_app: await template(h, tenant) } } })
-  await move(h, tenant, c.id, 'running')
-  const run = (await ctx.sql<{ id: string }[]>`select id from campaign_runs where campaign_id = ${c.id}`)[0]!.id
+  const { tenant, c, run } = await startedOneShot(300)
   await processRun(ctx, run, stopAfter(1), 100)
   await until(h, async () => (await sent(h, c.id)).filter((r) => r.status === 'delivered').length >= 10)
   await move(h, tenant, c.id, 'paused')
@@ -97,11 +99,7 @@ t.test('messages already queued when the campaign pauses wait for the resume, th
 })
 
 t.test('cancel drops what is pending: queued messages end suppressed (campaign_cancelled), no more are sent', async (t) => {
-  const tenant = await h.createTenant()
-  await bulkPlayers(h, tenant, 300)
-  const c = await createCampaign(h, tenant, { type: 'one_shot', target_segment_id: await segment(h, tenant), config: { templates: { in_app: await template(h, tenant) } } })
-  await move(h, tenant, c.id, 'running')
-  const run = (await ctx.sql<{ id: string }[]>`select id from campaign_runs where campaign_id = ${c.id}`)[0]!.id
+  const { tenant, c, run } = await startedOneShot(300)
   await processRun(ctx, run, stopAfter(1), 100)
   const cancelled = await must(h.request('DELETE', `/campaigns/${c.id}`, { key: tenant.key }), 200)
   t.equal(cancelled.data.status, 'cancelled')

@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import { PGlite } from '@electric-sql/pglite'
 import postgres from 'postgres'
 import t from 'tap'
-import { call, makeTenant, spawnServer, uid } from './helpers.ts'
+import { call, exportedEvents, makeTenant, spawnServer, uid } from './helpers.ts'
 
 export const crashTest = (ackAfter: 'clickhouse' | 'postgres') =>
 t.test(`kill -9 mid-stream loses nothing and stores nothing twice (INGEST_ACK_AFTER=${ackAfter})`, async (t) => {
@@ -109,22 +109,6 @@ t.test(`kill -9 mid-stream loses nothing and stores nothing twice (INGEST_ACK_AF
     'profiles count every event once',
   )
 })
-
-/** Rows and distinct event ids of a full scan of GET /export/events. */
-async function exportedEvents(origin: string, key: string): Promise<{ rows: number; unique: number }> {
-  const ids = new Set<string>()
-  let rows = 0
-  let cursor = ''
-  for (;;) {
-    const res = await call(origin, 'GET', `/export/events?limit=1000${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`, key)
-    if (res.status !== 200) throw new Error(`export answered ${res.status}: ${JSON.stringify(res.body)}`)
-    const page = res.body as { data: { event_id: string }[]; next_cursor: string | null }
-    if (!page.data.length) return { rows, unique: ids.size }
-    rows += page.data.length
-    for (const r of page.data) ids.add(r.event_id)
-    cursor = page.next_cursor ?? cursor
-  }
-}
 
 /** One row from the server's PostgreSQL once it has stopped: the one DATABASE_URL names, or its PGlite directory. */
 async function queryPostgres<T>(dataDir: string, text: string, params: unknown[]): Promise<T | undefined> {

@@ -87,6 +87,22 @@ export async function call(origin: string, method: string, path: string, key: st
   return { status: res.status, body: text ? JSON.parse(text) : undefined, headers: res.headers }
 }
 
+/** Rows and distinct event ids of a full scan of GET /export/events: what an operator's sync sees. */
+export async function exportedEvents(origin: string, key: string): Promise<{ rows: number; unique: number }> {
+  const ids = new Set<string>()
+  let rows = 0
+  let cursor = ''
+  for (;;) {
+    const res = await call(origin, 'GET', `/export/events?limit=1000${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`, key)
+    if (res.status !== 200) throw new Error(`export answered ${res.status}: ${JSON.stringify(res.body)}`)
+    const page = res.body as { data: { event_id: string }[]; next_cursor: string | null }
+    if (!page.data.length) return { rows, unique: ids.size }
+    rows += page.data.length
+    for (const r of page.data) ids.add(r.event_id)
+    cursor = page.next_cursor ?? cursor
+  }
+}
+
 /** A tenant with a default brand and a full-access key, created through the admin API of `origin`. */
 export async function makeTenant(origin: string, adminKey: string): Promise<{ id: string; key: string; brandId: string }> {
   const n = uid('t').toLowerCase()

@@ -2,7 +2,7 @@
 // (same ids) until it is acknowledged, the way a well-behaved client retries. What the service answered is
 // recorded, so a test can assert it failed cleanly (503 in the error shape), never with a 500 or a hang.
 import type { Harness } from '../helpers/harness.ts'
-import { ev, post, uid } from './helpers.ts'
+import { ev, exportedEvents, post, uid } from './helpers.ts'
 
 export interface LoadResult {
   batches: Record<string, unknown>[][]
@@ -60,21 +60,8 @@ export async function sendUnderLoad(
   return result
 }
 
-/**
- * How the tenant's events come out of GET /export/events, the way an operator's sync sees them: rows and
- * distinct ids of a full scan (after the spool is flushed).
- */
+/** GET /export/events after the spool is flushed: rows and distinct ids of a full scan. */
 export async function countExported(h: Harness, key: string): Promise<{ rows: number; unique: number }> {
   await h.app.ctx.ingest?.spool.flush('all')
-  const ids = new Set<string>()
-  let rows = 0
-  let cursor: string | undefined
-  for (;;) {
-    const res = await h.request<{ data: { event_id: string }[]; next_cursor: string | null }>('GET', '/export/events', { key, query: { limit: 1000, ...(cursor ? { cursor } : {}) } })
-    if (res.status !== 200) throw new Error(`export answered ${res.status}: ${res.text}`)
-    if (!res.body.data.length) return { rows, unique: ids.size }
-    rows += res.body.data.length
-    for (const r of res.body.data) ids.add(r.event_id)
-    cursor = res.body.next_cursor ?? cursor
-  }
+  return exportedEvents(h.origin, key)
 }
