@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { startHarness } from '../helpers/harness.ts'
+import { reapOnExit } from '../helpers/reap.ts'
 
 if (!process.env.DATABASE_URL) {
   t.pass('skipped: needs DATABASE_URL (several API processes share one PostgreSQL)')
@@ -16,6 +17,7 @@ if (!process.env.DATABASE_URL) {
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DATA_DIR: dataDir, ADMIN_KEY: h.adminKey },
     stdio: ['ignore', 'pipe', 'inherit'],
   })
+  reapOnExit(child)
   t.teardown(() => {
     child.kill('SIGTERM')
     rmSync(dataDir, { recursive: true, force: true })

@@ -1,5 +1,6 @@
 // Shared helpers of the ingestion tests.
 import { isolateDatabase, type Harness } from '../helpers/harness.ts'
+import { reapOnExit } from '../helpers/reap.ts'
 
 let counter = 0
 export const uid = (prefix = 'e') => `${prefix}-${process.pid}-${Date.now().toString(36)}-${(counter++).toString(36)}`
@@ -49,6 +50,7 @@ export async function spawnServer(env: Record<string, string | undefined>): Prom
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env, ADMIN_KEY: adminKey },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
+  reapOnExit(proc)
   const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)))
   return new Promise((resolve, reject) => {
     let buf = ''

@@ -8,6 +8,7 @@ import t from 'tap'
 import { enqueueNotification } from '../../src/notifications/service.ts'
 import { startHarness } from '../helpers/harness.ts'
 import { makePlayer, waitForStatus } from './delivery-helpers.ts'
+import { reapOnExit } from '../helpers/reap.ts'
 
 const h = await startHarness(t) // on a server: this file's own database (harness.ts), shared with the child below
 const servers = !!process.env.DATABASE_URL
@@ -40,6 +41,7 @@ t.test('two processes on one database deliver each message once', { skip: server
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DATA_DIR: dataDir, ADMIN_KEY: h.adminKey, SECRET_KEY: 'respin-tests-shared-secret-box-key-0123456789' },
     stdio: ['ignore', 'pipe', 'inherit'],
   })
+  reapOnExit(child)
   t.teardown(() => {
     child.kill('SIGTERM')
     rmSync(dataDir, { recursive: true, force: true })

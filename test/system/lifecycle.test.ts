@@ -4,12 +4,14 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
+import { reapOnExit } from '../helpers/reap.ts'
 
 function startProcess(env: Record<string, string>) {
   const child = spawn(process.execPath, ['--import', './src/ts-loader.mjs', 'src/main.ts'], {
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
+  reapOnExit(child)
   let out = ''
   const listening = new Promise<number>((resolve, reject) => {
     child.stdout.on('data', (chunk: Buffer) => {
