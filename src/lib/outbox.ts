@@ -19,3 +19,14 @@ export async function insertOutbox(sql: Sql | TransactionSql, e: OutboxEvent): P
     insert into outbox (tenant_id, brand_id, event, data)
     values (${e.tenantId}, ${e.brandId}, ${e.event}, ${sql.json(e.data as never)})`
 }
+
+/** insertOutbox for many events in one statement (same transaction rule). */
+export async function insertOutboxMany(sql: Sql | TransactionSql, es: OutboxEvent[]): Promise<void> {
+  if (!es.length) return
+  if (es.length === 1) return insertOutbox(sql, es[0]!)
+  await sql`
+    insert into outbox (tenant_id, brand_id, event, data)
+    select tenant_id, brand_id, event, data::jsonb
+    from unnest(${es.map((e) => e.tenantId)}::uuid[], ${es.map((e) => e.brandId)}::uuid[], ${es.map((e) => e.event)}::text[],
+                ${es.map((e) => JSON.stringify(e.data))}::text[]) as x(tenant_id, brand_id, event, data)`
+}

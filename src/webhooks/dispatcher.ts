@@ -8,6 +8,7 @@
 import type { BackgroundService } from '../app.ts'
 import type { AppContext } from '../context.ts'
 import { confirmLease, startTicker, startWorkLoop, type Lease, type QueueTable } from '../engine/work-loop.ts'
+import { createBatcher } from '../engine/batcher.ts'
 import { tableQueueProbe } from '../lib/metrics.ts'
 import { createOutboundHttp, OutboundTimeoutError } from '../lib/outbound-http.ts'
 import { SecretBoxError } from '../lib/secret-box.ts'
@@ -83,7 +84,7 @@ export function startWebhookService(ctx: AppContext): BackgroundService {
       // The secret was sealed under another key (SECRET_KEY or the key file changed): nothing can be
       // signed. A failed attempt, logged, rather than a silent retry loop.
       log.error({ err, endpointId: row.endpoint_id }, 'webhook secret cannot be opened')
-      await outcomes.record(failedWithoutRequest(row, lease, `signing secret unavailable: ${err.message}`))
+      await outcomes.add(failedWithoutRequest(row, lease, `signing secret unavailable: ${err.message}`))
       return
     }
     if (!endpoint) return // deleted: its deliveries went with it
@@ -141,7 +142,7 @@ export function startWebhookService(ctx: AppContext): BackgroundService {
       status: ok ? 'successful' : n >= MAX_ATTEMPTS ? 'failed' : 'pending',
       retryInMs: ok || n >= MAX_ATTEMPTS ? undefined : retryDelayMs(config.webhookRetryDelaysSec, n),
     }
-    await outcomes.record(outcome)
+    await outcomes.add(outcome)
     ctx.metrics?.outcome('webhook', outcome.status === 'pending' ? 'retrying' : outcome.status)
     if (!ok) ctx.metrics?.queueFailure('webhook-dispatch')
     if (ok && endpoint.failing) {
@@ -319,43 +320,13 @@ function cachingResolver(inner: Resolver): Resolver {
  * round trip each. A caller's promise resolves once its outcome is committed, so the work loop's lease
  * rules hold unchanged.
  */
-function outcomeBatcher(ctx: Pick<AppContext, 'sql' | 'log'>) {
-  let buffer: { outcome: q.Outcome; done: (err?: unknown) => void }[] = []
-  let flushing: Promise<void> | undefined
-  const MAX = 500
-  async function flush(): Promise<void> {
-    while (buffer.length) {
-      const batch = buffer.splice(0, MAX)
-      try {
-        if (batch.length === 1) await q.recordOutcome(ctx.sql, batch[0]!.outcome)
-        else await q.recordOutcomes(ctx.sql, batch.map((b) => b.outcome))
-        for (const b of batch) b.done()
-      } catch (err) {
-        for (const b of batch) b.done(err)
-      }
-    }
-  }
-  // While one batch is being written the next one collects; at most MAX per statement.
-  function schedule() {
-    if (flushing) return
-    flushing = (async () => {
-      await Promise.resolve()
-      await flush()
-    })().finally(() => {
-      flushing = undefined
-      if (buffer.length) schedule()
-    })
-  }
-  return {
-    record(outcome: q.Outcome): Promise<void> {
-      return new Promise<void>((resolve, reject) => {
-        buffer.push({ outcome, done: (err) => (err ? reject(err) : resolve()) })
-        schedule()
-      })
+function outcomeBatcher(ctx: Pick<AppContext, 'sql'>) {
+  return createBatcher<q.Outcome, void>({
+    maxSize: 500,
+    async run(batch) {
+      if (batch.length === 1) await q.recordOutcome(ctx.sql, batch[0]!)
+      else await q.recordOutcomes(ctx.sql, batch)
+      return batch.map(() => undefined)
     },
-    flush: async () => {
-      await flushing
-      await flush()
-    },
-  }
+  })
 }

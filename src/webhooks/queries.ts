@@ -190,19 +190,22 @@ export const recordOutcome = (sql: Db, o: Outcome) => sql`
     lease_owner = null
   where id = ${o.id} and lease_owner = ${o.owner}`
 
-/** Many outcomes in one statement (the dispatcher batches them under load). */
+/**
+ * Many outcomes in one statement (the dispatcher batches them under load). The attempts go in as text[]
+ * cast per row: postgres.js encodes each element of a jsonb[] parameter as JSON again (a string).
+ */
 export function recordOutcomes(sql: Db, list: Outcome[]) {
   return sql`
     update webhook_deliveries d set
       status = o.status,
       attempt_count = o.n,
-      attempts = d.attempts || jsonb_build_array(o.attempt),
+      attempts = d.attempts || jsonb_build_array(o.attempt::jsonb),
       next_attempt_at = case when o.status = 'pending' then now() + o.retry_ms * interval '1 millisecond' end,
       run_at = case when o.status = 'pending' then now() + o.retry_ms * interval '1 millisecond' else d.run_at end,
       completed_at = case when o.status = 'pending' then null else now() end,
       lease_owner = null
     from unnest(${list.map((o) => o.id)}::uuid[], ${list.map((o) => o.owner)}::text[], ${list.map((o) => o.status)}::text[],
-                ${list.map((o) => o.attempt.n)}::int[], ${list.map((o) => JSON.stringify(o.attempt))}::jsonb[],
+                ${list.map((o) => o.attempt.n)}::int[], ${list.map((o) => JSON.stringify(o.attempt))}::text[],
                 ${list.map((o) => o.retryInMs ?? 0)}::float8[])
       as o(id, owner, status, n, attempt, retry_ms)
     where d.id = o.id and d.lease_owner = o.owner`

@@ -100,6 +100,26 @@ t.test('outbound webhooks', async (t) => {
     t.equal(log.next_attempt_at, null)
   })
 
+  t.test('outcomes recorded in a batch keep each attempt as an object in the log', async (t) => {
+    const tenant = await h.createTenant()
+    const e = await endpoint(tenant, { url: rx.url(path()), events: ['player.created'] })
+    const ids: string[] = []
+    for (let i = 0; i < 2; i++) ids.push((await h.request('POST', `/webhooks/${e.id}/ping`, { key: tenant.key })).body.data.id)
+    await waitFor('pings delivered', async () => (await deliveries(tenant, e.id)).data.filter((d: { status: string }) => d.status === 'successful').length === 2)
+    // Leased again, as if a second attempt were in flight, and settled by the batch form (one statement).
+    await h.app.ctx.sql`update webhook_deliveries set status = 'pending', lease_owner = 'test-owner' where id = any(${ids}::uuid[])`
+    await q.recordOutcomes(h.app.ctx.sql, ids.map((id) => ({
+      id,
+      owner: 'test-owner',
+      status: 'successful' as const,
+      attempt: { n: 2, at: new Date().toISOString(), response_code: 204, duration_ms: 3, error: null, response_body: '' },
+    })))
+    for (const d of (await deliveries(tenant, e.id)).data) {
+      t.equal(d.attempt_count, 2)
+      t.match(d.attempts[1], { n: 2, response_code: 204, error: null }, 'the batched attempt is an object, not a JSON string')
+    }
+  })
+
   t.test('rotation: the old secret keeps signing (second signature) during the overlap', async (t) => {
     const tenant = await h.createTenant()
     const p = path()
