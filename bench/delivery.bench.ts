@@ -1,6 +1,8 @@
 // `npm run bench -- delivery`: message delivery from enqueue to accepted, through the real engine.
 //  - in-app: BENCH_INAPP messages (default 20,000) enqueued for players with an open inbox WebSocket; a
-//    delivery counts when its WebSocket message arrives. Rate and enqueue-to-WebSocket p50/p99.
+//    delivery counts when its WebSocket message arrives. Rate and enqueue-to-WebSocket p50/p99. Twice:
+//    enqueued one at a time (enqueueNotification, 64 in flight: what POST /notifications/send does), and
+//    in chunks of 1,000 (enqueueNotifications: what a campaign does), which leaves the dispatcher's rate.
 //  - email: BENCH_EMAILS messages (default 2,000) to a local SMTP server (smtp-server, in this process);
 //    a delivery counts when the server has the whole message. Then, in the same run, a bare nodemailer
 //    pool (the same connections) sends the same rendered messages to the same server: rate and ratio.
@@ -12,7 +14,7 @@ import { SMTPServer } from 'smtp-server'
 import WebSocket from 'ws'
 import { startApp } from '../src/app.ts'
 import { loadConfig } from '../src/config.ts'
-import { enqueueNotification } from '../src/notifications/service.ts'
+import { enqueueNotification, enqueueNotifications } from '../src/notifications/service.ts'
 import { freshDatabase, type FreshDatabase } from './fresh-database.ts'
 
 const IN_APP = Number(process.env.BENCH_INAPP ?? 20_000)
@@ -62,8 +64,20 @@ async function makePlayers(n: number, emailDomain?: string): Promise<string[]> {
 }
 
 /** Enqueues with a bounded number in flight; returns the enqueue time of each notification id. */
-async function enqueueAll(players: string[], count: number, channel: 'in_app' | 'email', content: { subject: string; body: string }) {
+async function enqueueAll(players: string[], count: number, channel: 'in_app' | 'email', content: { subject: string; body: string }, mode: 'single' | 'chunks' = 'single') {
   const started = new Map<string, number>()
+  if (mode === 'chunks') {
+    for (let from = 0; from < count; from += 1000) {
+      const t0 = performance.now()
+      const inputs = Array.from({ length: Math.min(1000, count - from) }, (_, k) => ({
+        tenantId: tenant.id, brandId: brand.id, playerId: players[(from + k) % players.length]!, channel, content, idempotencyKey: randomUUID(),
+      }))
+      const rs = await sql.begin((tx) => enqueueNotifications(tx, app.ctx, inputs))
+      app.ctx.delivery?.wake()
+      for (const r of rs) started.set(r.id, t0)
+    }
+    return started
+  }
   let next = 0
   await Promise.all(Array.from({ length: ENQUEUE_CONCURRENCY }, async () => {
     while (next < count) {
@@ -79,7 +93,7 @@ async function enqueueAll(players: string[], count: number, channel: 'in_app' | 
 out(`machine: load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}, postgres: ${app.ctx.pg.kind}`)
 
 // --- in-app ---------------------------------------------------------------------------------------------
-{
+for (const mode of ['single', 'chunks'] as const) {
   const players = await makePlayers(SOCKETS)
   const received = new Map<string, number>()
   let done!: () => void
@@ -95,12 +109,13 @@ out(`machine: load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}, post
     return ws
   }))
   const t0 = performance.now()
-  const started = await enqueueAll(players, IN_APP, 'in_app', { subject: 'Bonus', body: 'Hello {{ name | player }}, a gift is waiting.' })
+  const started = await enqueueAll(players, IN_APP, 'in_app', { subject: 'Bonus', body: 'Hello {{ name | player }}, a gift is waiting.' }, mode)
   const enqueuedIn = performance.now() - t0
   await Promise.race([allIn, new Promise((r) => setTimeout(r, 600_000))])
   const total = performance.now() - t0
   const lat = [...received].map(([id, at]) => at - (started.get(id) ?? at))
-  out(`in-app: ${received.size}/${IN_APP} delivered to ${SOCKETS} sockets in ${(total / 1000).toFixed(1)} s = ${Math.round(received.size / (total / 1000))} msg/s (enqueue alone ${Math.round(IN_APP / (enqueuedIn / 1000))}/s); enqueue-to-WebSocket p50 ${pct(lat, 50).toFixed(0)} ms, p99 ${pct(lat, 99).toFixed(0)} ms`)
+  const how = mode === 'single' ? 'one at a time, 64 in flight' : 'in chunks of 1,000'
+  out(`in-app (enqueued ${how}): ${received.size}/${IN_APP} delivered to ${SOCKETS} sockets in ${(total / 1000).toFixed(1)} s = ${Math.round(received.size / (total / 1000))} msg/s (enqueue alone ${Math.round(IN_APP / (enqueuedIn / 1000))}/s); enqueue-to-WebSocket p50 ${pct(lat, 50).toFixed(0)} ms, p99 ${pct(lat, 99).toFixed(0)} ms`)
   for (const ws of sockets) ws.close()
 }
 

@@ -1,5 +1,5 @@
-// Gathers the facts the send rules need (rules.ts) for one notification and asks decide(). The one way
-// a send is checked, at enqueue and again right before the channel call.
+// Gathers the facts the send rules need (rules.ts) for a batch of notifications and asks decide() for
+// each. The one way a send is checked, at enqueue and again right before the channel call.
 import * as dq from './delivery-queries.ts'
 import { capWindows, decide, zoneOf, type Channel, type Decision, type MessageClass } from './rules.ts'
 
@@ -12,38 +12,27 @@ export interface CheckInput {
   campaignId: string | null
 }
 
-export async function checkSend(sql: dq.Sql, n: CheckInput, now: Date): Promise<{ decision: Decision; recipient: dq.Recipient | undefined }> {
-  const recipient = await dq.selectRecipient(sql, n.playerId, n.campaignId)
-  // A player deleted meanwhile has no address at all.
-  if (!recipient) return { decision: { action: 'suppress', reason: 'no_address' }, recipient }
-  const settings = dq.withDefaults(recipient.delivery_settings ?? undefined)
-  const cancelled = recipient.campaign_status === 'cancelled'
-  let capCounts: number[] = []
-  if (n.class === 'marketing' && settings.frequency_caps.length > 0) {
-    const windows = capWindows(settings, n.channel, zoneOf(recipient, settings), now)
-    capCounts = await dq.countSentSince(sql, n.playerId, windows.map((w) => ({ channel: w.cap.channel, since: w.since })), n.id)
-  }
-  const decision = decide({
-    class: n.class,
-    channel: n.channel,
-    player: { status: recipient.status, consent: recipient.consent, timezone: recipient.timezone },
-    hasAddress: dq.hasAddress(recipient, n.channel),
-    undeliverable: dq.isUndeliverable(recipient, n.channel),
-    campaignCancelled: cancelled,
-    campaignPaused: recipient.campaign_status === 'paused',
-    settings,
-    capCounts,
-    now,
-  })
-  return { decision, recipient }
+export interface Checked {
+  decision: Decision
+  /** Undefined when the player no longer exists (the decision is then a suppression). */
+  recipient: dq.Recipient | undefined
+}
+
+/** One message's check: checkSends of one (its own row, when it has an id, is not counted against its caps). */
+export async function checkSend(sql: dq.Sql, n: CheckInput, now: Date): Promise<Checked> {
+  const [checked] = await checkSends(sql, [n], now, { inFlight: true })
+  return checked!
 }
 
 /**
- * checkSend for many messages at once (a campaign chunk): the same facts in three queries whatever the
- * count, and the same decide(). Messages of one batch do not count towards each other's frequency caps
- * here; the dispatcher's check right before sending (one player at a time, under a lock) does.
+ * The send rules' check of many messages at once: the facts in at most three queries whatever the
+ * count, and decide() per message. At enqueue (a campaign chunk) messages of one batch do not count towards each other's
+ * frequency caps: like the single check, only messages in flight count, and queued ones are not yet.
+ * With `inFlight` (the dispatcher, right before sending, under the players' locks) the batch's own rows
+ * are left out of the counts and each message decided `send` counts against the ones after it, exactly
+ * as if they had been checked one at a time in order.
  */
-export async function checkSends(sql: dq.Sql, ns: CheckInput[], now: Date): Promise<Decision[]> {
+export async function checkSends(sql: dq.Sql, ns: CheckInput[], now: Date, opts: { inFlight?: boolean } = {}): Promise<Checked[]> {
   if (!ns.length) return []
   const recipients = await dq.selectRecipients(sql, [...new Set(ns.map((n) => n.playerId))])
   const campaignIds = [...new Set(ns.map((n) => n.campaignId).filter((id): id is string => id !== null))]
@@ -62,13 +51,16 @@ export async function checkSends(sql: dq.Sql, ns: CheckInput[], now: Date): Prom
   const since = windows.flat().map((w) => w.since.getTime())
   const sent = since.length
     ? await dq.selectSentSince(sql, [...new Set(ns.filter((_, i) => windows[i]!.length).map((n) => n.playerId))], new Date(Math.min(...since)))
-    : new Map<string, { channel: string; sent_at: Date }[]>()
+    : new Map<string, { id: string; channel: string; sent_at: Date }[]>()
+  const own = opts.inFlight ? new Set(ns.map((n) => n.id)) : undefined
+  if (own) for (const [player, rows] of sent) sent.set(player, rows.filter((r) => !own.has(r.id)))
   return ns.map((n, i) => {
     const recipient = recipients.get(n.playerId)
-    if (!recipient) return { action: 'suppress', reason: 'no_address' }
+    // A player deleted meanwhile has no address at all.
+    if (!recipient) return { decision: { action: 'suppress', reason: 'no_address' }, recipient }
     const status = n.campaignId ? campaignStatus.get(n.campaignId) : undefined
     const rows = sent.get(n.playerId) ?? []
-    return decide({
+    const decision = decide({
       class: n.class,
       channel: n.channel,
       player: { status: recipient.status, consent: recipient.consent, timezone: recipient.timezone },
@@ -80,5 +72,11 @@ export async function checkSends(sql: dq.Sql, ns: CheckInput[], now: Date): Prom
       capCounts: windows[i]!.map((w) => rows.filter((r) => (w.cap.channel === 'any' || r.channel === w.cap.channel) && r.sent_at >= w.since).length),
       now,
     })
+    if (own && decision.action === 'send' && n.class === 'marketing') {
+      const mine = { id: n.id ?? '', channel: n.channel, sent_at: now }
+      if (sent.has(n.playerId)) rows.push(mine)
+      else sent.set(n.playerId, [mine])
+    }
+    return { decision, recipient }
   })
 }

@@ -76,35 +76,14 @@ export interface Recipient {
   push_subscriptions: number
 }
 
-/**
- * The recipient's facts (the notification feature reads players through this one query), with the brand's
- * delivery settings and the campaign's status: one round trip per check.
- */
-export async function selectRecipient(
-  sql: Sql,
-  playerId: string,
-  campaignId: string | null = null,
-): Promise<(Recipient & { delivery_settings: Partial<DeliverySettings> | null; campaign_status: string | null }) | undefined> {
-  const [row] = await sql<(Recipient & { delivery_settings: Partial<DeliverySettings> | null; campaign_status: string | null })[]>`
-    select p.id, p.tenant_id, p.brand_id, p.external_id, p.status, p.email, p.phone,
-           pp.name, pp.language, pp.currency, pp.country, pp.timezone, coalesce(pp.consent, '{}') as consent,
-           c.telegram_chat_id, c.undeliverable_email,
-           (select count(*)::int from push_subscriptions s where s.player_id = p.id) as push_subscriptions,
-           (select settings from brand_delivery_settings d where d.brand_id = p.brand_id) as delivery_settings,
-           (select status from campaigns k where k.id = ${campaignId}::uuid) as campaign_status
-    from players p
-    left join player_profiles pp on pp.player_id = p.id
-    left join player_contacts c on c.player_id = p.id
-    where p.id = ${playerId}`
-  return row
-}
+type RecipientRow = Recipient & { delivery_settings: Partial<DeliverySettings> | null }
 
-/** selectRecipient for many players at once (a campaign chunk), by player id; the campaign status apart. */
-export async function selectRecipients(
-  sql: Sql,
-  playerIds: string[],
-): Promise<Map<string, Recipient & { delivery_settings: Partial<DeliverySettings> | null }>> {
-  const rows = await sql<(Recipient & { delivery_settings: Partial<DeliverySettings> | null })[]>`
+/**
+ * The recipients' facts by player id (the notification feature reads players through this one query),
+ * with their brand's delivery settings: one round trip per check, whatever the number of messages.
+ */
+export async function selectRecipients(sql: Sql, playerIds: string[]): Promise<Map<string, RecipientRow>> {
+  const rows = await sql<RecipientRow[]>`
     select p.id, p.tenant_id, p.brand_id, p.external_id, p.status, p.email, p.phone,
            pp.name, pp.language, pp.currency, pp.country, pp.timezone, coalesce(pp.consent, '{}') as consent,
            c.telegram_chat_id, c.undeliverable_email,
@@ -117,12 +96,15 @@ export async function selectRecipients(
   return new Map(rows.map((r) => [r.id, r]))
 }
 
-/** Marketing messages handed to a channel since `earliest`, for many players: what countSentSince counts. */
-export async function selectSentSince(sql: Sql, playerIds: string[], earliest: Date): Promise<Map<string, { channel: Channel; sent_at: Date }[]>> {
-  const rows = await sql<{ player_id: string; channel: Channel; sent_at: Date }[]>`
-    select player_id, channel, sent_at from notifications
+/**
+ * Marketing messages handed to a channel (delivered, or in flight right now) since `earliest`, for many
+ * players: what the frequency caps count.
+ */
+export async function selectSentSince(sql: Sql, playerIds: string[], earliest: Date): Promise<Map<string, { id: string; channel: Channel; sent_at: Date }[]>> {
+  const rows = await sql<{ id: string; player_id: string; channel: Channel; sent_at: Date }[]>`
+    select id, player_id, channel, sent_at from notifications
     where player_id = any(${playerIds}::uuid[]) and class = 'marketing' and sent_at >= ${earliest} and status in ('delivered', 'queued')`
-  const byPlayer = new Map<string, { channel: Channel; sent_at: Date }[]>()
+  const byPlayer = new Map<string, { id: string; channel: Channel; sent_at: Date }[]>()
   for (const r of rows) {
     const list = byPlayer.get(r.player_id)
     if (list) list.push(r)
@@ -160,25 +142,6 @@ export function withDefaults(s: Partial<DeliverySettings> | undefined): Delivery
   }
 }
 
-/**
- * Marketing messages of this player handed to a channel (delivered, or in flight right now) since each
- * window's start, on the window's channel or any channel. One count per window, in order.
- */
-export async function countSentSince(
-  sql: Sql,
-  playerId: string,
-  windows: { channel: Channel | 'any'; since: Date }[],
-  excludeId?: string,
-): Promise<number[]> {
-  if (windows.length === 0) return []
-  const earliest = new Date(Math.min(...windows.map((w) => w.since.getTime())))
-  const rows = await sql<{ channel: Channel; sent_at: Date }[]>`
-    select channel, sent_at from notifications
-    where player_id = ${playerId} and class = 'marketing' and sent_at >= ${earliest}
-      and status in ('delivered', 'queued') and id <> ${excludeId ?? '00000000-0000-0000-0000-000000000000'}`
-  return windows.map((w) => rows.filter((r) => (w.channel === 'any' || r.channel === w.channel) && r.sent_at >= w.since).length)
-}
-
 const COLUMNS = `id, tenant_id, brand_id, player_id, channel, template_id, payload, content, status, class, campaign_id, reason,
   error, attempts, links, rendered, scheduled_at, sent_at, delivered_at, opened_at, clicked_at, read_at, created_at, updated_at`
 
@@ -212,7 +175,8 @@ export interface NewNotification {
 }
 
 /**
- * insertNotification for many rows in one statement. Returns the rows inserted (id, key, status); a row
+ * insertNotification for many rows in one statement. JSON goes in as text[] cast per row: postgres.js
+ * encodes each element of a jsonb[] parameter as JSON again, which would store strings, not objects. Returns the rows inserted (id, key, status); a row
  * whose idempotency key exists already is left alone and not returned.
  */
 export async function insertNotifications(sql: Sql, ns: (NewNotification & { id?: string })[]): Promise<{ id: string; idempotency_key: string | null; status: string }[]> {
@@ -220,11 +184,11 @@ export async function insertNotifications(sql: Sql, ns: (NewNotification & { id?
   return sql<{ id: string; idempotency_key: string | null; status: string }[]>`
     insert into notifications (id, tenant_id, brand_id, player_id, channel, template_id, content, payload, class, campaign_id,
                                idempotency_key, status, reason, scheduled_at, due_at)
-    select coalesce(x.id, gen_random_uuid()), x.tenant_id, x.brand_id, x.player_id, x.channel, x.template_id, x.content, x.payload, x.class, x.campaign_id,
+    select coalesce(x.id, gen_random_uuid()), x.tenant_id, x.brand_id, x.player_id, x.channel, x.template_id, x.content::jsonb, x.payload::jsonb, x.class, x.campaign_id,
            x.idempotency_key, x.status, x.reason, x.scheduled_at, x.scheduled_at
     from unnest(${ns.map((n) => n.id ?? null)}::uuid[], ${ns.map((n) => n.tenantId)}::uuid[], ${ns.map((n) => n.brandId)}::uuid[], ${ns.map((n) => n.playerId)}::uuid[],
                 ${ns.map((n) => n.channel)}::text[], ${ns.map((n) => n.templateId)}::uuid[],
-                ${ns.map((n) => (n.content ? JSON.stringify(n.content) : null))}::jsonb[], ${ns.map((n) => JSON.stringify(n.payload))}::jsonb[],
+                ${ns.map((n) => (n.content ? JSON.stringify(n.content) : null))}::text[], ${ns.map((n) => JSON.stringify(n.payload))}::text[],
                 ${ns.map((n) => n.class)}::text[], ${ns.map((n) => n.campaignId)}::uuid[], ${ns.map((n) => n.idempotencyKey)}::text[],
                 ${ns.map((n) => n.status)}::text[], ${ns.map((n) => n.reason)}::text[], ${ns.map((n) => n.scheduledAt.toISOString())}::timestamptz[])
       as x(id, tenant_id, brand_id, player_id, channel, template_id, content, payload, class, campaign_id, idempotency_key, status, reason, scheduled_at)
@@ -243,4 +207,65 @@ export async function insertNotification(sql: Sql, n: NewNotification): Promise<
     on conflict (tenant_id, idempotency_key) where idempotency_key is not null do nothing
     returning ${notificationColumns(sql)}`
   return row
+}
+
+/**
+ * The in-flight mark of many messages about to be handed to their channels (sent_at, one more attempt,
+ * what was rendered), each only while the caller's lease holds. Returns the ids marked, with attempts.
+ */
+export async function markInFlight(
+  sql: Sql,
+  rows: { id: string; owner: string; rendered: { subject: string | null; body: string }; links: string[] }[],
+): Promise<Map<string, number>> {
+  if (!rows.length) return new Map()
+  const marked = await sql<{ id: string; attempts: number }[]>`
+    update notifications n set sent_at = now(), attempts = n.attempts + 1, rendered = x.rendered::jsonb,
+      links = array(select jsonb_array_elements_text(x.links::jsonb)), updated_at = now()
+    from unnest(${rows.map((r) => r.id)}::uuid[], ${rows.map((r) => r.owner)}::text[],
+                ${rows.map((r) => JSON.stringify(r.rendered))}::text[],
+                ${rows.map((r) => JSON.stringify(r.links))}::text[])
+      as x(id, owner, rendered, links)
+    where n.id = x.id and n.lease_owner = x.owner and n.status = 'queued'
+    returning n.id, n.attempts`
+  return new Map(marked.map((r) => [r.id, r.attempts]))
+}
+
+/** Many messages delivered at once, each only while the caller's lease holds; returns the rows that were. */
+export async function markDelivered(sql: Sql, rows: { id: string; owner: string }[]): Promise<NotificationRow[]> {
+  if (!rows.length) return []
+  return sql<NotificationRow[]>`
+    update notifications n set status = 'delivered', delivered_at = now(), error = null, lease_owner = null, updated_at = now()
+    from unnest(${rows.map((r) => r.id)}::uuid[], ${rows.map((r) => r.owner)}::text[]) as x(id, owner)
+    where n.id = x.id and n.lease_owner = x.owner and n.status = 'queued'
+    returning n.id, n.rendered, n.campaign_id, n.created_at, n.read_at`
+}
+
+/** What the send rules' check decided for a message that is not sent now. */
+export interface CheckSettlement {
+  id: string
+  owner: string
+  channel: Channel
+  /** Suppressed, for this reason. */
+  suppressReason?: string
+  /** Looked at again in this many seconds (its campaign is paused). */
+  waitSec?: number
+  /** Held until then (quiet hours), and checked again then. */
+  holdUntil?: Date
+}
+
+/** Settles many checked messages at once, each only while the caller's lease holds; returns those settled. */
+export async function settleChecks(sql: Sql, rows: CheckSettlement[]): Promise<{ id: string; status: string; channel: Channel }[]> {
+  if (!rows.length) return []
+  return sql<{ id: string; status: string; channel: Channel }[]>`
+    update notifications n set
+      status = case when x.reason is not null then 'suppressed' else n.status end,
+      reason = coalesce(x.reason, n.reason),
+      scheduled_at = coalesce(x.hold_until, n.scheduled_at),
+      due_at = case when x.wait_sec is not null then now() + x.wait_sec * interval '1 second' else coalesce(x.hold_until, n.due_at) end,
+      lease_owner = null, updated_at = now()
+    from unnest(${rows.map((r) => r.id)}::uuid[], ${rows.map((r) => r.owner)}::text[], ${rows.map((r) => r.suppressReason ?? null)}::text[],
+                ${rows.map((r) => r.waitSec ?? null)}::int[], ${rows.map((r) => r.holdUntil?.toISOString() ?? null)}::timestamptz[])
+      as x(id, owner, reason, wait_sec, hold_until)
+    where n.id = x.id and n.lease_owner = x.owner and n.status = 'queued'
+    returning n.id, n.status, n.channel`
 }

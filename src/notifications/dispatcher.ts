@@ -8,6 +8,7 @@
 import postgres from 'postgres'
 import type { BackgroundService } from '../app.ts'
 import type { AppContext } from '../context.ts'
+import { createBatcher } from '../engine/batcher.ts'
 import { confirmLease, startWorkLoop, type Lease, type QueueTable } from '../engine/work-loop.ts'
 import { createOutboundHttp } from '../lib/outbound-http.ts'
 import { createEmailChannel } from './channels/email.ts'
@@ -15,10 +16,10 @@ import type { Outcome } from './channels/outcome.ts'
 import { createPushChannel, type PushTarget } from './channels/push.ts'
 import { createTargetCache } from './channels/targets.ts'
 import { createTelegramChannel } from './channels/telegram.ts'
-import { checkSend } from './check.ts'
+import { checkSends } from './check.ts'
 import * as dq from './delivery-queries.ts'
 import { inboxItemOf, type InboxItem } from './engagement.ts'
-import { messageEvent } from './events.ts'
+import { messageEvent, messageEvents } from './events.ts'
 import { createInboxHub, type InboxHub } from './inbox-socket.ts'
 import { addOpenPixel, escapeHtml, htmlToText, linksOf, render, rewriteLinks } from './render.ts'
 import type { Channel } from './rules.ts'
@@ -43,14 +44,27 @@ const QUEUE: QueueTable = {
   where: (sql) => sql`status = 'queued'`,
 }
 
-/** Concurrent channel calls per brand and channel (an SMTP pool's connections, a bot's parallel calls). */
-const PER_KEY: Record<Channel, number> = { email: 8, telegram: 8, push: 16, in_app: 32 }
+/**
+ * Messages in hand at once per brand and channel (an SMTP pool's connections, a bot's parallel calls). An
+ * in-app delivery is only database work, done in batches: its limit is the batch size.
+ */
+const PER_KEY: Record<Channel, number> = { email: 16, telegram: 8, push: 16, in_app: 256 }
+/** Messages per check or outcome transaction. */
+const BATCH_SIZE = 256
 const LEASE_MS = 60_000
 const CHANNEL_TIMEOUT_MS = 10_000
+
+/** Templates read by one batch, by template id and language. */
+type TemplateCache = Map<string, Promise<{ subject: string | null; body: string } | undefined>>
 
 export interface DeliveryEngine extends BackgroundService {
   wake(): void
   inbox: InboxHub
+}
+
+interface Claimed {
+  row: QueueRow
+  lease: Lease
 }
 
 interface Prepared {
@@ -87,74 +101,109 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
     return done.length > 0
   }
 
-  /** The rules again, and on `send` the render and the in-flight mark, in one transaction. */
-  async function prepare(row: QueueRow, lease: Lease): Promise<Prepared | null> {
+  /**
+   * The rules again for a batch of claimed messages, and for those to send the render and the in-flight
+   * mark, in one transaction. One result per message: what to hand to its channel, or null (settled here:
+   * suppressed, held, waiting, failed to render; or no longer ours).
+   */
+  async function prepareMany(items: Claimed[]): Promise<(Prepared | null)[]> {
     const now = ctx.clock()
-    // A final status reached here (suppressed, failed to render), reported to /metrics once committed.
-    let ended: 'suppressed' | 'failed' | undefined
+    // Final statuses reached here (suppressed, failed to render), reported to /metrics once committed.
+    const ended: { channel: Channel; status: 'suppressed' | 'failed' }[] = []
     const prepared = await sql.begin(async (tx) => {
       // Two processes sending to one player must not both pass a frequency cap: one player at a time.
-      if (row.class === 'marketing') await tx`select pg_advisory_xact_lock(hashtext(${row.player_id}))`
-      const { decision, recipient } = await checkSend(tx, { id: row.id, playerId: row.player_id, brandId: row.brand_id, channel: row.channel, class: row.class, campaignId: row.campaign_id }, now)
-      if (decision.action === 'suppress' || !recipient) {
-        if (await settle(tx, row, lease, tx`status = 'suppressed', reason = ${decision.action === 'suppress' ? decision.reason : 'no_address'}`)) ended = 'suppressed'
-        return null
+      // Locks taken in one order (of their keys), so two batches never wait for each other in a cycle.
+      const marketing = [...new Set(items.filter((i) => i.row.class === 'marketing').map((i) => i.row.player_id))]
+      if (marketing.length) {
+        await tx`select pg_advisory_xact_lock(k) from (select distinct hashtext(x) as k from unnest(${marketing}::text[]) as x order by 1) as l`
       }
-      if (decision.action === 'wait') {
-        // Its campaign is paused. Resuming makes the campaign's queued messages due at once
-        // (campaigns/execution.ts); until then a look every few minutes costs nothing.
-        await settle(tx, row, lease, tx`due_at = now() + interval '5 minutes'`)
-        return null
+      const checked = await checkSends(tx, items.map(({ row }) => ({ id: row.id, playerId: row.player_id, brandId: row.brand_id, channel: row.channel, class: row.class, campaignId: row.campaign_id })), now, { inFlight: true })
+      const out: (Prepared | null)[] = items.map(() => null)
+      const settled: dq.CheckSettlement[] = []
+      const toMark: { i: number; id: string; owner: string; rendered: Prepared['rendered']; links: string[] }[] = []
+      const channelSettings = new Map<string, Promise<ResolvedChannelSettings | undefined>>()
+      const templates: TemplateCache = new Map()
+      for (let i = 0; i < items.length; i++) {
+        const { row, lease } = items[i]!
+        const { decision, recipient } = checked[i]!
+        if (decision.action === 'suppress' || !recipient) {
+          settled.push({ id: row.id, owner: lease.owner, channel: row.channel, suppressReason: decision.action === 'suppress' ? decision.reason : 'no_address' })
+          continue
+        }
+        if (decision.action === 'wait') {
+          // Its campaign is paused. Resuming makes the campaign's queued messages due at once
+          // (campaigns/execution.ts); until then a look every few minutes costs nothing.
+          settled.push({ id: row.id, owner: lease.owner, channel: row.channel, waitSec: 300 })
+          continue
+        }
+        if (decision.action === 'hold') {
+          // Quiet hours: held, then sent when they end (and checked again then).
+          settled.push({ id: row.id, owner: lease.owner, channel: row.channel, holdUntil: decision.until })
+          continue
+        }
+        const settingsKey = `${row.brand_id}:${row.channel}`
+        if (!channelSettings.has(settingsKey)) {
+          const loading = resolveChannelSettings(tx, ctx.secretBox, row.brand_id, row.channel)
+          loading.catch(() => {}) // awaited below, per message
+          channelSettings.set(settingsKey, loading)
+        }
+        let settings: ResolvedChannelSettings | undefined
+        try {
+          settings = await channelSettings.get(settingsKey)
+        } catch (err) {
+          // The sealed secret does not open here: this process has another SECRET_KEY than the one that
+          // wrote it. Left for a process that can (or for this one once fixed), without using an attempt.
+          log.error({ err, notificationId: row.id }, 'channel secret does not open: is SECRET_KEY the same in every process?')
+          await settle(tx, row, lease, tx`error = 'channel secret unreadable by a dispatcher (SECRET_KEY mismatch)', due_at = now() + interval '1 minute'`)
+          continue
+        }
+        const built = await build(tx, row, recipient, settings, templates)
+        if ('error' in built) {
+          if (await settle(tx, row, lease, tx`status = 'failed', error = ${built.error ?? 'not renderable'}, attempts = attempts + 1`)) ended.push({ channel: row.channel, status: 'failed' })
+          continue
+        }
+        out[i] = { recipient, attempts: 0, settings, ...built }
+        toMark.push({ i, id: row.id, owner: lease.owner, rendered: built.rendered, links: built.links })
       }
-      if (decision.action === 'hold') {
-        // Quiet hours: held, then sent when they end (and checked again then).
-        await settle(tx, row, lease, tx`scheduled_at = ${decision.until}, due_at = ${decision.until}`)
-        return null
+      for (const s of await dq.settleChecks(tx, settled)) if (s.status === 'suppressed') ended.push({ channel: s.channel, status: 'suppressed' })
+      const marked = await dq.markInFlight(tx, toMark)
+      for (const m of toMark) {
+        const attempts = marked.get(m.id)
+        // Not marked: our lease ran out and another process has the row.
+        if (attempts === undefined) out[m.i] = null
+        else out[m.i]!.attempts = attempts
       }
-      let settings: ResolvedChannelSettings | undefined
-      try {
-        settings = await resolveChannelSettings(tx, ctx.secretBox, row.brand_id, row.channel)
-      } catch (err) {
-        // The sealed secret does not open here: this process has another SECRET_KEY than the one that
-        // wrote it. Left for a process that can (or for this one once fixed), without using an attempt.
-        log.error({ err, notificationId: row.id }, 'channel secret does not open: is SECRET_KEY the same in every process?')
-        await settle(tx, row, lease, tx`error = 'channel secret unreadable by a dispatcher (SECRET_KEY mismatch)', due_at = now() + interval '1 minute'`)
-        return null
-      }
-      const built = await build(tx, row, recipient, settings)
-      if ('error' in built) {
-        if (await settle(tx, row, lease, tx`status = 'failed', error = ${built.error ?? 'not renderable'}, attempts = attempts + 1`)) ended = 'failed'
-        return null
-      }
-      const [marked] = await tx<{ attempts: number }[]>`
-        update notifications set sent_at = now(), attempts = attempts + 1, rendered = ${tx.json(built.rendered as never)},
-          links = ${tx.array(built.links)}::text[], updated_at = now()
-        where id = ${row.id} and lease_owner = ${lease.owner} and status = 'queued'
-        returning attempts`
-      if (!marked) return null // our lease ran out and another process has the row
-      return { recipient, attempts: marked.attempts, settings, ...built }
+      return out
     })
-    if (ended) ctx.metrics?.outcome('message', ended, row.channel)
-    if (ended === 'failed') ctx.metrics?.queueFailure(QUEUE_NAME)
+    for (const e of ended) {
+      ctx.metrics?.outcome('message', e.status, e.channel)
+      if (e.status === 'failed') ctx.metrics?.queueFailure(QUEUE_NAME)
+    }
     return prepared
   }
 
   /** Template (in the player's language when there is one) or inline content, rendered for the channel. */
-  async function build(tx: dq.Sql, row: QueueRow, r: dq.Recipient, settings: ResolvedChannelSettings | undefined): Promise<
+  async function build(tx: dq.Sql, row: QueueRow, r: dq.Recipient, settings: ResolvedChannelSettings | undefined, templates: TemplateCache): Promise<
     { error: string } | { rendered: Prepared['rendered']; links: string[]; wire: Prepared['wire'] }
   > {
     if (!settings) return { error: `the ${row.channel} channel is not configured for the brand` }
     let subject: string | null
     let body: string
     if (row.template_id) {
-      const [t] = await tx<{ subject: string | null; body: string }[]>`
-        select coalesce(v.subject, t.subject) as subject, coalesce(v.body, t.body) as body
-        from notification_templates t
-        left join lateral (
-          select subject, body from notification_templates v
-          where v.brand_id = t.brand_id and v.name = t.name and v.channel = t.channel and v.active and v.locale = ${r.language ?? ''}
-          order by v.updated_at desc limit 1) v on true
-        where t.id = ${row.template_id}`
+      const templateKey = `${row.template_id}:${r.language ?? ''}`
+      let loading = templates.get(templateKey)
+      if (!loading) {
+        loading = tx<{ subject: string | null; body: string }[]>`
+          select coalesce(v.subject, t.subject) as subject, coalesce(v.body, t.body) as body
+          from notification_templates t
+          left join lateral (
+            select subject, body from notification_templates v
+            where v.brand_id = t.brand_id and v.name = t.name and v.channel = t.channel and v.active and v.locale = ${r.language ?? ''}
+            order by v.updated_at desc limit 1) v on true
+          where t.id = ${row.template_id}`.then((rows) => rows[0])
+        templates.set(templateKey, loading)
+      }
+      const t = await loading
       if (!t) return { error: 'template not found' }
       subject = t.subject
       body = t.body
@@ -223,59 +272,66 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
     }
   }
 
-  async function record(row: QueueRow, lease: Lease, p: Prepared, outcome: Outcome) {
+  /**
+   * The outcomes of a batch of channel calls, each with its message.* event, in one transaction; the
+   * deliveries (most of them) in three statements whatever their number.
+   */
+  async function recordMany(items: (Claimed & { prepared: Prepared; outcome: Outcome })[]): Promise<void[]> {
     const published: { playerId: string; item: InboxItem }[] = []
-    // What this attempt ended as (`retrying` when it will be tried again), reported to /metrics once committed.
-    let ended: 'delivered' | 'bounced' | 'failed' | 'retrying' | undefined
+    // What each attempt ended as (`retrying` when it will be tried again), reported to /metrics once committed.
+    const ended: { channel: Channel; status: 'delivered' | 'bounced' | 'failed' | 'retrying' }[] = []
     await sql.begin(async (tx) => {
-      switch (outcome.kind) {
-        case 'delivered': {
-          const [done] = await tx<dq.NotificationRow[]>`
-            update notifications set status = 'delivered', delivered_at = now(), error = null, lease_owner = null, updated_at = now()
-            where id = ${row.id} and lease_owner = ${lease.owner} and status = 'queued'
-            returning id, rendered, campaign_id, created_at, read_at`
-          if (!done) return
-          ended = 'delivered'
-          await messageEvent(tx, 'message.delivered', row)
-          if (row.channel === 'in_app') {
-            const item = inboxItemOf(done)
-            await inbox.announce(tx, row.player_id, item)
-            published.push({ playerId: row.player_id, item })
+      const delivered = items.filter((i) => i.outcome.kind === 'delivered')
+      const done = new Map((await dq.markDelivered(tx, delivered.map((i) => ({ id: i.row.id, owner: i.lease.owner })))).map((r) => [r.id, r]))
+      const rows = delivered.filter((i) => done.has(i.row.id)).map((i) => i.row)
+      await messageEvents(tx, 'message.delivered', rows)
+      const inApp = rows.filter((r) => r.channel === 'in_app').map((r) => ({ playerId: r.player_id, item: inboxItemOf(done.get(r.id)!) }))
+      await inbox.announceMany(tx, inApp)
+      published.push(...inApp)
+      for (const r of rows) ended.push({ channel: r.channel, status: 'delivered' })
+      for (const { row, lease, prepared: p, outcome } of items) {
+        switch (outcome.kind) {
+          case 'delivered':
+            continue
+          case 'bounced':
+            if (!(await settle(tx, row, lease, tx`status = 'bounced', error = ${outcome.error}`))) continue
+            ended.push({ channel: row.channel, status: 'bounced' })
+            // The address stays undeliverable until the player's email changes.
+            await tx`
+              insert into player_contacts (player_id, tenant_id, brand_id, undeliverable_email)
+              values (${row.player_id}, ${row.tenant_id}, ${row.brand_id}, ${p.recipient.email})
+              on conflict (player_id) do update set undeliverable_email = excluded.undeliverable_email, updated_at = now()`
+            await messageEvent(tx, 'message.bounced', row, { reason: outcome.error })
+            continue
+          case 'failed':
+            if (await settle(tx, row, lease, tx`status = 'failed', error = ${outcome.error}`)) ended.push({ channel: row.channel, status: 'failed' })
+            continue
+          case 'retry': {
+            if (p.attempts >= MAX_ATTEMPTS) {
+              if (await settle(tx, row, lease, tx`status = 'failed', error = ${`${outcome.error} (after ${p.attempts} attempts)`}`)) ended.push({ channel: row.channel, status: 'failed' })
+              continue
+            }
+            const delaySec = Math.max(delays[p.attempts - 1] ?? delays[delays.length - 1] ?? 60, outcome.retryAfterSec ?? 0)
+            // Not in flight any more: sent_at cleared so a waiting retry does not count against caps.
+            if (await settle(tx, row, lease, tx`error = ${outcome.error}, sent_at = null, due_at = now() + ${delaySec} * interval '1 second'`)) ended.push({ channel: row.channel, status: 'retrying' })
           }
-          return
-        }
-        case 'bounced':
-          if (!(await settle(tx, row, lease, tx`status = 'bounced', error = ${outcome.error}`))) return
-          ended = 'bounced'
-          // The address stays undeliverable until the player's email changes.
-          await tx`
-            insert into player_contacts (player_id, tenant_id, brand_id, undeliverable_email)
-            values (${row.player_id}, ${row.tenant_id}, ${row.brand_id}, ${p.recipient.email})
-            on conflict (player_id) do update set undeliverable_email = excluded.undeliverable_email, updated_at = now()`
-          await messageEvent(tx, 'message.bounced', row, { reason: outcome.error })
-          return
-        case 'failed':
-          if (await settle(tx, row, lease, tx`status = 'failed', error = ${outcome.error}`)) ended = 'failed'
-          return
-        case 'retry': {
-          if (p.attempts >= MAX_ATTEMPTS) {
-            if (await settle(tx, row, lease, tx`status = 'failed', error = ${`${outcome.error} (after ${p.attempts} attempts)`}`)) ended = 'failed'
-            return
-          }
-          const delaySec = Math.max(delays[p.attempts - 1] ?? delays[delays.length - 1] ?? 60, outcome.retryAfterSec ?? 0)
-          // Not in flight any more: sent_at cleared so a waiting retry does not count against caps.
-          if (await settle(tx, row, lease, tx`error = ${outcome.error}, sent_at = null, due_at = now() + ${delaySec} * interval '1 second'`)) ended = 'retrying'
         }
       }
     })
-    if (ended) ctx.metrics?.outcome('message', ended, row.channel)
-    // A channel call that did not deliver is a failed attempt of the queue (the loop counts only throws).
-    if (ended && ended !== 'delivered') ctx.metrics?.queueFailure(QUEUE_NAME)
+    for (const e of ended) {
+      ctx.metrics?.outcome('message', e.status, e.channel)
+      // A channel call that did not deliver is a failed attempt of the queue (the loop counts only throws).
+      if (e.status !== 'delivered') ctx.metrics?.queueFailure(QUEUE_NAME)
+    }
     inbox.publishLocal(published)
+    return items.map(() => undefined)
   }
 
+  const preparing = createBatcher<Claimed, Prepared | null>({ run: prepareMany, maxSize: BATCH_SIZE, concurrency: 2 })
+  const recording = createBatcher<Claimed & { prepared: Prepared; outcome: Outcome }, void>({ run: recordMany, maxSize: BATCH_SIZE, concurrency: 2 })
+
   async function handle(row: QueueRow, lease: Lease) {
-    const prepared = await prepare(row, lease)
+    const prepared = await preparing.add({ row, lease })
     if (!prepared) return
     // The send is the irreversible step: make sure the lease still holds (extending it if needed).
     if (!(await confirmLease(sql, QUEUE, row.id, lease))) return
@@ -285,7 +341,7 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
     } catch (err) {
       outcome = { kind: 'retry', error: `${row.channel}: ${(err as Error).message}` }
     }
-    await record(row, lease, prepared, outcome)
+    await recording.add({ row, lease, prepared, outcome })
   }
 
   const loop = startWorkLoop<QueueRow>({
@@ -297,9 +353,9 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
     handle,
     leaseMs: LEASE_MS,
     perKeyConcurrency: (key) => PER_KEY[key.slice(0, key.indexOf(':')) as Channel] ?? 4,
-    globalConcurrency: 128,
-    maxPerKey: 256,
-    maxInMemory: 512,
+    globalConcurrency: 512,
+    maxPerKey: 512,
+    maxInMemory: 1024,
     idleIntervalMs: 500,
     // Depth, oldest due message's age and attempts on /metrics (queue "delivery").
     metrics: ctx.metrics,
@@ -318,6 +374,8 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
     inbox,
     async stop() {
       await loop.stop()
+      await preparing.flush()
+      await recording.flush()
       await unlisten?.()
       await listener?.end({ timeout: 2 })
       await inbox.close()

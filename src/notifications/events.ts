@@ -1,7 +1,7 @@
 // The platform events of delivery (message.*, email.unsubscribed), written to the outbox in the
 // transaction of the change they report. Every one carries notification_id, and campaign_id when a
 // campaign sent it (campaign_send_id of the spec = the notification id).
-import { insertOutbox } from '../lib/outbox.ts'
+import { insertOutbox, insertOutboxMany, type OutboxEvent } from '../lib/outbox.ts'
 import type { Sql } from './delivery-queries.ts'
 
 export interface MessageRef {
@@ -13,7 +13,9 @@ export interface MessageRef {
   campaign_id: string | null
 }
 
-export function messageEvent(sql: Sql, event: 'message.delivered' | 'message.opened' | 'message.clicked' | 'message.bounced' | 'email.unsubscribed', n: MessageRef, extra: Record<string, unknown> = {}) {
+type MessageEventName = 'message.delivered' | 'message.opened' | 'message.clicked' | 'message.bounced' | 'email.unsubscribed'
+
+function messageEventOf(event: MessageEventName, n: MessageRef, extra: Record<string, unknown> = {}): OutboxEvent {
   const data: Record<string, unknown> = { notification_id: n.id, player_id: n.player_id, channel: n.channel, ...extra }
   if (n.campaign_id) {
     data.campaign_id = n.campaign_id
@@ -21,5 +23,14 @@ export function messageEvent(sql: Sql, event: 'message.delivered' | 'message.ope
   } else if (event === 'message.opened' || event === 'message.clicked') {
     data.campaign_id = null // listed by the spec for these two
   }
-  return insertOutbox(sql as never, { tenantId: n.tenant_id, brandId: n.brand_id, event, data })
+  return { tenantId: n.tenant_id, brandId: n.brand_id, event, data }
+}
+
+export function messageEvent(sql: Sql, event: MessageEventName, n: MessageRef, extra: Record<string, unknown> = {}) {
+  return insertOutbox(sql as never, messageEventOf(event, n, extra))
+}
+
+/** messageEvent for many messages in one statement. */
+export function messageEvents(sql: Sql, event: MessageEventName, ns: MessageRef[]) {
+  return insertOutboxMany(sql as never, ns.map((n) => messageEventOf(event, n)))
 }

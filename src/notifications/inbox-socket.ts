@@ -23,16 +23,22 @@ export interface InboxHub {
   /** Serves the same route on a node:http server's upgrades (the default engine), with `ws`. */
   attachNode(server: NodeHttpServer): void
   /**
-   * Announces a delivered message. Server mode: runs pg_notify on `tx` (sent when it commits);
-   * embedded: queues a local publish for after the commit (call flushLocal()).
+   * Announces delivered messages. Server mode: one pg_notify per message on `tx`, in one statement (sent
+   * when it commits); embedded: nothing, the caller publishes after the commit (publishLocal()).
    */
-  announce(tx: Sql, playerId: string, item: InboxItem): Promise<void>
+  announceMany(tx: Sql, items: { playerId: string; item: InboxItem }[]): Promise<void>
   /** Embedded mode: publish what announce() queued in the transaction that just committed. */
   publishLocal(items: { playerId: string; item: InboxItem }[]): void
   readonly crossProcess: boolean
   /** Open sockets in this process. */
   readonly sockets: number
   close(): Promise<void>
+}
+
+/** What one delivered message's NOTIFY carries: the item, or only its id when the item is too large. */
+function notifyPayload(playerId: string, item: InboxItem): string {
+  const payload = JSON.stringify({ p: playerId, d: item })
+  return Buffer.byteLength(payload) > MAX_NOTIFY_BYTES ? JSON.stringify({ p: playerId, id: item.id }) : payload
 }
 
 interface SocketData {
@@ -177,11 +183,10 @@ export async function createInboxHub(ctx: Pick<AppContext, 'config' | 'sql' | 'p
         )
       })
     },
-    async announce(tx, playerId, item) {
-      if (!crossProcess) return
-      let payload = JSON.stringify({ p: playerId, d: item })
-      if (Buffer.byteLength(payload) > MAX_NOTIFY_BYTES) payload = JSON.stringify({ p: playerId, id: item.id })
-      await tx`select pg_notify(${INBOX_CHANNEL}, ${payload})`
+    async announceMany(tx, items) {
+      if (!crossProcess || !items.length) return
+      const payloads = items.map(({ playerId, item }) => notifyPayload(playerId, item))
+      await tx`select pg_notify(${INBOX_CHANNEL}, x) from unnest(${payloads}::text[]) as x`
     },
     publishLocal(items) {
       if (crossProcess) return

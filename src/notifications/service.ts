@@ -187,9 +187,9 @@ export async function enqueueNotifications(
 ): Promise<{ id: string; queued: boolean }[]> {
   if (!inputs.length) return []
   const now = ctx.clock()
-  const decisions = await checkSends(sql, inputs.map((i) => ({ playerId: i.playerId, brandId: i.brandId, channel: i.channel, class: i.class ?? 'marketing', campaignId: i.campaignId ?? null })), now)
+  const checked = await checkSends(sql, inputs.map((i) => ({ playerId: i.playerId, brandId: i.brandId, channel: i.channel, class: i.class ?? 'marketing', campaignId: i.campaignId ?? null })), now)
   const rows: (dq.NewNotification & { id?: string })[] = inputs.map((input, k) => {
-    const decision = decisions[k]!
+    const { decision } = checked[k]!
     const scheduledAt = input.scheduledAt && input.scheduledAt > now ? input.scheduledAt : now
     return {
       id: input.id,

@@ -58,6 +58,23 @@ t.test('a one-shot messages the segment as it was at the start, once per channel
   t.equal((await sent(h, c.id)).length, 6)
 })
 
+t.test("the campaign's payload reaches the template's placeholders and the stored notification as an object", async (t) => {
+  const tenant = await h.createTenant()
+  const [id] = await players(h, tenant, 1)
+  const c = await createCampaign(h, tenant, {
+    type: 'one_shot', target_segment_id: await segment(h, tenant),
+    config: { payload: { offer: '50 spins' }, templates: { in_app: await template(h, tenant, 'in_app', { body: 'Your {{ offer }} wait', variables: ['offer'] }) } },
+  })
+  await move(h, tenant, c.id, 'running')
+  await until(h, async () => (await campaign(h, tenant, c.id)).status === 'completed')
+  const [row] = await sent(h, c.id)
+  const note = await must(h.request('GET', `/notifications/${row!.notification_id}`, { key: tenant.key }), 200)
+  t.same(note.data.payload, { offer: '50 spins' })
+  await until(h, async () => (await ctx.sql`select 1 from notifications where id = ${row!.notification_id} and status = 'delivered'`).length === 1)
+  const inbox = await must(h.request('GET', `/players/${id}/inbox`, { key: tenant.key }), 200)
+  t.equal(inbox.data[0]?.body, 'Your 50 spins wait')
+})
+
 t.test('pause holds the rest of the audience, resume continues where it stopped, nobody twice', async (t) => {
   const { tenant, c, run } = await startedOneShot(300)
   await processRun(ctx, run, stopAfter(1), 100) // one chunk of 100 (the audience was selected by the start)

@@ -89,6 +89,23 @@ t.test('frequency caps count marketing messages per day in the player zone', asy
   t.equal((await trySend(tenant.key, { player_id: p.id })).body.queued, true, 'a cap of another channel does not apply')
 })
 
+t.test('messages due together are checked together: each one sent counts against the next', async (t) => {
+  const tenant = await h.createTenant()
+  await h.request('PUT', '/settings/delivery', { key: tenant.key, body: { frequency_caps: [{ channel: 'in_app', max: 2, per: 'day' }] } })
+  const p = await makePlayer(h, tenant)
+  // Queued straight into the table in one statement (as if enqueued while nothing was in flight), so the
+  // dispatcher finds them due at once and checks them in one batch.
+  const rows = await h.app.ctx.sql<{ id: string }[]>`
+    insert into notifications (tenant_id, brand_id, player_id, channel, status, class, content, payload)
+    select ${tenant.id}, ${tenant.brand.id}, ${p.id}, 'in_app', 'queued', 'marketing', ${h.app.ctx.sql.json({ body: 'hi' })}, '{}'
+    from generate_series(1, 3)
+    returning id`
+  h.app.ctx.delivery?.wake()
+  const ended = await Promise.all(rows.map((r) => waitForStatus(h, tenant, r.id, ['delivered', 'suppressed'])))
+  t.same(ended.map((n) => n.status).sort(), ['delivered', 'delivered', 'suppressed'])
+  t.equal(ended.find((n) => n.status === 'suppressed').reason, 'frequency_cap')
+})
+
 t.test('quiet hours hold a message; the re-check at dispatch stops it when the player self-excluded meanwhile', async (t) => {
   const tenant = await h.createTenant()
   const now = new Date()
