@@ -174,7 +174,7 @@ export async function selectDueCampaignIds(sql: Sql, now: Date, limit: number): 
 /**
  * The runs as a queue of the shared work loop (src/engine/work-loop.ts): due runs of running campaigns,
  * one actor per campaign (its runs one at a time, campaigns side by side). A claim leases the run by
- * pushing due_at to the lease's end; processRun renews it after each chunk.
+ * pushing due_at to the lease's end; processRun renews it between chunks.
  */
 export const RUNS_QUEUE: QueueTable = {
   table: 'campaign_runs',
@@ -206,63 +206,116 @@ async function selectAudience(tx: Sql, c: EngineCampaign, runId: string, now: Da
   return result.count
 }
 
+/** Chunk transactions of one run at once per process: the next chunk's inserts overlap this one's. */
+export const RUN_LANES = 3
+
 /**
  * Works on one claimed run until it is done, the campaign stops running, or `shouldStop`. Each chunk is
- * one transaction holding the campaign row shared, so a pause or cancel waits for the chunk in flight and
- * no chunk starts after it.
+ * one transaction holding the campaign row shared, so a pause or cancel waits for the chunks in flight
+ * and no chunk starts after it. `lanes` chunks run side by side (their members are disjoint: each chunk
+ * locks its rows with SKIP LOCKED); the run row itself is locked only to select the audience and to mark
+ * the run done, and its lease is renewed between chunks.
  */
-export async function processRun(deps: Deps, runId: string, shouldStop: () => boolean = () => false, chunkSize = CHUNK_SIZE): Promise<void> {
-  for (;;) {
-    if (shouldStop()) return
-    const more = await deps.sql.begin(async (tx) => {
-      // Campaign first, then run: the order a status change (campaign row, then its runs) locks them in.
-      const [ref] = await tx<{ campaign_id: string }[]>`select campaign_id from campaign_runs where id = ${runId}`
-      if (!ref) return false
-      const c = await selectEngineCampaign(tx, ref.campaign_id, 'for share')
-      if (!c || c.status !== 'running') return false
-      const [run] = await tx<RunRow[]>`select id, campaign_id, run_key, state from campaign_runs where id = ${runId} for update`
-      if (!run || (run.state !== 'pending' && run.state !== 'selected')) return false
-      const now = deps.clock()
-      if (run.state === 'pending') {
-        const n = await selectAudience(tx, c, run.id, now)
-        await tx`update campaign_runs set state = 'selected', due_at = now() + ${LEASE_MS} * interval '1 millisecond', updated_at = now() where id = ${run.id}`
-        deps.log.info({ campaignId: c.id, runId: run.id, audience: n }, 'campaign audience selected')
-        return true
+export async function processRun(deps: Deps, runId: string, shouldStop: () => boolean = () => false, chunkSize = CHUNK_SIZE, lanes = RUN_LANES): Promise<void> {
+  if (!(await selectRunAudience(deps, runId))) return
+  let renewedAt = 0 // renewed after the first chunk, then every fifth of the lease
+  let stopped = false
+  const lane = async () => {
+    for (;;) {
+      if (stopped || shouldStop()) return
+      const step = await enqueueChunk(deps, runId, chunkSize)
+      if (step !== 'more') {
+        // 'drained': nothing left that this process could lock; 'stopped': the campaign or run ended.
+        if (step === 'stopped') stopped = true
+        return
       }
-      const members = await tx<{ player_id: string }[]>`
-        select player_id from campaign_audience
-        where run_id = ${run.id} and not enqueued and not control
-        order by player_id limit ${chunkSize}
-        for update skip locked`
-      if (members.length) {
-        const ids = members.map((m) => m.player_id)
-        if (c.type === 'journey') {
-          await tx`
-            insert into campaign_participants (campaign_id, tenant_id, brand_id, player_id, step, status, wake_at, entered_at, updated_at)
-            select ${c.id}::uuid, ${c.tenant_id}::uuid, ${c.brand_id}::uuid, x.id, ${firstStepId(c)}, 'active', ${now}, ${now}, ${now}
-            from unnest(${ids}::uuid[]) as x(id)
-            on conflict (campaign_id, player_id) do nothing`
-        } else {
-          const items = ids.flatMap((playerId) => c.channels.map((channel) => ({ playerId, channel, templateId: templateFor(c, channel)! })))
-          await enqueueCampaignSends(tx, deps, c, run.id, '', items)
-        }
-        await tx`update campaign_audience set enqueued = true where run_id = ${run.id} and player_id = any(${ids}::uuid[])`
-        // Renew the lease: another process takes the run over only if this one stops renewing it.
-        await tx`update campaign_runs set due_at = now() + ${LEASE_MS} * interval '1 millisecond', updated_at = now() where id = ${run.id}`
-        return true
+      // Renew the lease: another process takes the run over only if this one stops renewing it.
+      if (Date.now() - renewedAt > LEASE_MS / 5) {
+        renewedAt = Date.now()
+        await deps.sql`
+          update campaign_runs set due_at = now() + ${LEASE_MS} * interval '1 millisecond', updated_at = now()
+          where id = ${runId} and state = 'selected'`
       }
-      // Nothing left unmarked that this transaction could lock: done unless another process holds a chunk.
-      const [busy] = await tx<{ n: number }[]>`
-        select count(*)::int as n from campaign_audience where run_id = ${run.id} and not enqueued and not control`
-      if (busy!.n > 0) return false
-      await tx`update campaign_runs set state = 'done', updated_at = now() where id = ${run.id}`
-      if (c.type === 'one_shot') {
-        if (await complete(tx, c, 'all_enqueued')) deps.log.info({ campaignId: c.id }, 'one-shot campaign completed')
-      }
-      return false
-    })
-    if (!more) return
+    }
   }
+  await Promise.all(Array.from({ length: Math.max(1, lanes) }, lane))
+  if (!stopped && !shouldStop()) await finishRun(deps, runId)
+}
+
+/** A pending run's audience, selected once (the run row locked). False when the run is not to be worked on. */
+async function selectRunAudience(deps: Deps, runId: string): Promise<boolean> {
+  return deps.sql.begin(async (tx) => {
+    // Campaign first, then run: the order a status change (campaign row, then its runs) locks them in.
+    const [ref] = await tx<{ campaign_id: string }[]>`select campaign_id from campaign_runs where id = ${runId}`
+    if (!ref) return false
+    const c = await selectEngineCampaign(tx, ref.campaign_id, 'for share')
+    if (!c || c.status !== 'running') return false
+    const [run] = await tx<RunRow[]>`select id, campaign_id, run_key, state from campaign_runs where id = ${runId} for update`
+    if (!run || (run.state !== 'pending' && run.state !== 'selected')) return false
+    if (run.state === 'pending') {
+      const n = await selectAudience(tx, c, run.id, deps.clock())
+      await tx`update campaign_runs set state = 'selected', due_at = now() + ${LEASE_MS} * interval '1 millisecond', updated_at = now() where id = ${run.id}`
+      deps.log.info({ campaignId: c.id, runId: run.id, audience: n }, 'campaign audience selected')
+    }
+    return true
+  })
+}
+
+/** One chunk of a selected run's audience enqueued (or, for a journey, entered), in one transaction. */
+async function enqueueChunk(deps: Deps, runId: string, chunkSize: number): Promise<'more' | 'drained' | 'stopped'> {
+  return deps.sql.begin(async (tx) => {
+    const [ref] = await tx<{ campaign_id: string }[]>`select campaign_id from campaign_runs where id = ${runId}`
+    if (!ref) return 'stopped'
+    // Shared: a pause or cancel (which locks the campaign first) waits for this chunk, and no chunk
+    // starts after it; so the run's state read here cannot change before the chunk commits.
+    const c = await selectEngineCampaign(tx, ref.campaign_id, 'for share')
+    if (!c || c.status !== 'running') return 'stopped'
+    const [run] = await tx<RunRow[]>`select id, campaign_id, run_key, state from campaign_runs where id = ${runId}`
+    if (!run || run.state !== 'selected') return 'stopped'
+    const members = await tx<{ player_id: string }[]>`
+      select player_id from campaign_audience
+      where run_id = ${run.id} and not enqueued and not control
+      order by player_id limit ${chunkSize}
+      for update skip locked`
+    if (!members.length) return 'drained'
+    const ids = members.map((m) => m.player_id)
+    if (c.type === 'journey') {
+      const now = deps.clock()
+      await tx`
+        insert into campaign_participants (campaign_id, tenant_id, brand_id, player_id, step, status, wake_at, entered_at, updated_at)
+        select ${c.id}::uuid, ${c.tenant_id}::uuid, ${c.brand_id}::uuid, x.id, ${firstStepId(c)}, 'active', ${now}, ${now}, ${now}
+        from unnest(${ids}::uuid[]) as x(id)
+        on conflict (campaign_id, player_id) do nothing`
+    } else {
+      const items = ids.flatMap((playerId) => c.channels.map((channel) => ({ playerId, channel, templateId: templateFor(c, channel)! })))
+      await enqueueCampaignSends(tx, deps, c, run.id, '', items)
+    }
+    await tx`update campaign_audience set enqueued = true where run_id = ${run.id} and player_id = any(${ids}::uuid[])`
+    return 'more'
+  })
+}
+
+/** Marks the run done once nothing of its audience is left (a one-shot then completes). */
+async function finishRun(deps: Deps, runId: string): Promise<void> {
+  await deps.sql.begin(async (tx) => {
+    const [ref] = await tx<{ campaign_id: string }[]>`select campaign_id from campaign_runs where id = ${runId}`
+    if (!ref) return
+    // Exclusive on the campaign from the start: the completion below updates it, and two processes
+    // finishing one run must not both hold it shared while each waits to update it.
+    const c = await selectEngineCampaign(tx, ref.campaign_id, 'for update')
+    if (!c || c.status !== 'running') return
+    const [run] = await tx<RunRow[]>`select id, campaign_id, run_key, state from campaign_runs where id = ${runId} for update`
+    if (!run || run.state !== 'selected') return
+    // Rows still unmarked are in another process's chunk (or left by one that died: the run's next
+    // claim, after its lease, takes them). Done only when none is left.
+    const [left] = await tx<{ n: number }[]>`
+      select count(*)::int as n from campaign_audience where run_id = ${run.id} and not enqueued and not control`
+    if (left!.n > 0) return
+    await tx`update campaign_runs set state = 'done', updated_at = now() where id = ${run.id}`
+    if (c.type === 'one_shot') {
+      if (await complete(tx, c, 'all_enqueued')) deps.log.info({ campaignId: c.id }, 'one-shot campaign completed')
+    }
+  })
 }
 
 export function firstStepId(c: Pick<EngineCampaign, 'config'>): string | null {

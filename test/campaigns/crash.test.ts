@@ -9,7 +9,9 @@ import postgres from 'postgres'
 import t from 'tap'
 import { call, makeTenant, spawnServer, type Child } from '../events/helpers.ts'
 
-const PLAYERS = 4000
+// Ten chunks of 1,000: enough that the kill, right after the first commits, lands mid-run (chunks go
+// three at a time, ~100 ms each).
+const PLAYERS = 10_000
 
 async function registerPlayers(origin: string, key: string, n: number, prefix: string): Promise<void> {
   for (let i = 0; i < n; i += 100) {
@@ -31,11 +33,11 @@ async function oneShot(origin: string, key: string): Promise<string> {
   return c.body.data.id
 }
 
-async function waitFor(check: () => Promise<boolean>, ms: number, what: string): Promise<void> {
+async function waitFor(check: () => Promise<boolean>, ms: number, what: string, everyMs = 100): Promise<void> {
   const end = Date.now() + ms
   while (!(await check())) {
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 100))
+    await new Promise((r) => setTimeout(r, everyMs))
   }
 }
 
@@ -73,8 +75,8 @@ t.test('kill -9 during a one-shot: resumed after restart, nobody twice, nobody m
   const id = await oneShot(server.origin, tenant.key)
   const started = await call(server.origin, 'PATCH', `/campaigns/${id}`, tenant.key, { status: 'running' })
   t.equal(started.status, 200)
-  // Kill it once the first chunk (1,000 of the 4,000, one transaction) is committed.
-  await waitFor(async () => (await call(server.origin, 'GET', `/notifications?campaign_id=${id}&limit=1`, tenant.key)).body.data.length > 0, 60_000, 'the first chunk')
+  // Kill it once the first chunk (1,000 of the audience, one transaction) is committed.
+  await waitFor(async () => (await call(server.origin, 'GET', `/notifications?campaign_id=${id}&limit=1`, tenant.key)).body.data.length > 0, 60_000, 'the first chunk', 10)
   server.proc.kill('SIGKILL')
   await server.exited
   const [mid] = await query<{ notifications: number; audience: number }>(dataDir, SENDS, [id])
