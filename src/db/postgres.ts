@@ -28,7 +28,10 @@ export async function openPostgres(
   log: Logger,
 ): Promise<Postgres> {
   if (opts.databaseUrl) {
-    const sql = postgres(opts.databaseUrl, { ...driverOptions, max: opts.max ?? 10, connect_timeout: 5 })
+    // 20: the engines' transactions (event-stream loops, delivery batches, campaign chunk lanes: up to
+    // ~15 at once under load) must leave connections for the API and ingestion. Four API processes
+    // stay within PostgreSQL's default max_connections of 100.
+    const sql = postgres(opts.databaseUrl, { ...driverOptions, max: opts.max ?? 20, connect_timeout: 5 })
     return { sql, kind: 'postgres', ping: (ms) => pingSql(sql, ms), close: () => sql.end({ timeout: 5 }) }
   }
   return openEmbedded(opts.dataDir, log)
