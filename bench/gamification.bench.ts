@@ -37,7 +37,9 @@ async function startServer(env: Record<string, string | undefined>) {
   const adminKey = `admin-${randomBytes(12).toString('hex')}`
   const childEnv: Record<string, string | undefined> = { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dir, ADMIN_KEY: adminKey, LOG_LEVEL: 'warn', RATE_LIMIT_INGEST_PER_MIN: '0', INGEST_ACK_AFTER: 'postgres', ...env }
   for (const k of Object.keys(childEnv)) if (childEnv[k] === undefined) delete childEnv[k]
-  const proc: ChildProcess = spawn(process.execPath, ['--import', './src/ts-loader.mjs', 'src/main.ts'], { cwd: root, env: childEnv as NodeJS.ProcessEnv, stdio: ['ignore', 'ignore', 'inherit'] })
+  // BENCH_CPU_PROF=dir: the server writes a V8 CPU profile there when it exits (where the time goes).
+  const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []
+  const proc: ChildProcess = spawn(process.execPath, [...prof, '--import', './src/ts-loader.mjs', 'src/main.ts'], { cwd: root, env: childEnv as NodeJS.ProcessEnv, stdio: ['ignore', 'ignore', 'inherit'] })
   const deadline = Date.now() + 90_000
   for (;;) {
     try {

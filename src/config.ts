@@ -36,6 +36,7 @@ const Env = Type.Object({
   HTTP_HEADERS_TIMEOUT_MS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
   HTTP_BODY_TIMEOUT_MS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
   GAMIFICATION_TICK_MS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
+  EVENT_STREAM_LOOPS: Type.Optional(Type.String({ pattern: '^([1-9]|[1-5][0-9]|6[0-4])$' })),
 })
 
 export interface Config {
@@ -71,6 +72,8 @@ export interface Config {
   httpBodyTimeoutMs: number
   /** How often the gamification engine expires missions and ends tournaments that are due. */
   gamificationTickMs: number
+  /** Claim loops per event-stream consumer and process; unset: 4 on a PostgreSQL server, 1 embedded. */
+  eventStreamLoops: number | undefined
   version: string
   /** How often the campaign engine looks for due work (start_at, ticks, runs, journey steps) it was not woken for. */
   campaignEnginePollMs: number
@@ -134,6 +137,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     httpHeadersTimeoutMs: Number(e.HTTP_HEADERS_TIMEOUT_MS ?? 10_000),
     httpBodyTimeoutMs: Number(e.HTTP_BODY_TIMEOUT_MS ?? 10_000),
     gamificationTickMs: Number(e.GAMIFICATION_TICK_MS ?? 1000),
+    eventStreamLoops: e.EVENT_STREAM_LOOPS ? Number(e.EVENT_STREAM_LOOPS) : undefined,
     version: process.env.npm_package_version ?? '0.1.0',
     campaignEnginePollMs: Number(e.CAMPAIGN_ENGINE_POLL_MS ?? 1000),
     metricsToken: e.METRICS_TOKEN,

@@ -15,6 +15,11 @@
 //   claimed again (by any process: SKIP LOCKED lets several processes share a consumer's rows).
 // - Fast: the process that committed a group wakes its consumers at once (the usual case: well under
 //   the 1 s target); every process also polls every pollMs for rows left by a crashed or busy process.
+// - Parallel: each consumer runs `loops` claim loops per process. Every row carries a hash of its player
+//   (`part`, sql/0120), and loop i of n claims only rows with part % n = i: one player's rows always go
+//   to the same loop, in stream order, while other players' batches are applied alongside (one
+//   transaction, one connection each). Each claim stays a transaction of its own, so exactly once is
+//   unchanged.
 // - A handler that throws: the batch is rolled back and retried one event at a time; an event that fails
 //   alone is retried with backoff and set aside (failed_at, logged) after MAX_ATTEMPTS, so one bad event
 //   never blocks the stream.
@@ -105,8 +110,11 @@ export interface EventStream {
   interestChanged(brandId: string): Promise<void>
   /** Inside the ingest group's transaction. */
   append(tx: Tx, rows: StreamColumns): Promise<unknown>
-  /** Rows were committed: run the consumers now rather than at the next poll. */
-  wake(): void
+  /**
+   * Rows were committed: run the consumers now rather than at the next poll. `consumers` (the committed
+   * rows' StreamColumns.consumers): wake only those, not every loop of every consumer for nothing.
+   */
+  wake(consumers?: string[]): void
   /** Resolves when every consumer registered here has nothing claimable left (tests, bench). */
   idle(): Promise<void>
   stop(): Promise<void>
@@ -115,10 +123,18 @@ export interface EventStream {
 const INTEREST_TTL_MS = 60_000
 const DEFAULT_POLL_MS = 500
 const MAX_ATTEMPTS = 10
+/**
+ * Claim loops per consumer on a PostgreSQL server unless EVENT_STREAM_LOOPS says otherwise. Each holds a
+ * pool connection (of 10) while it applies a batch; on the 2-core bench machine 4 kept the gamification
+ * consumer up with ingestion where 1 and 2 fell behind (bench/RESULTS.md, gamification).
+ */
+const DEFAULT_SERVER_LOOPS = 4
 
-export function createEventStream(deps: { sql: Sql; bus: Bus; log: Logger; pollMs?: number; metrics?: Metrics }): EventStream {
+export function createEventStream(deps: { sql: Sql; bus: Bus; log: Logger; pollMs?: number; metrics?: Metrics; loops?: number }): EventStream {
   const { sql, bus, log, metrics } = deps
   const pollMs = deps.pollMs ?? DEFAULT_POLL_MS
+  // Claim loops per consumer in this process (1..32768: part is 0..32767).
+  const loopCount = Math.min(Math.max(1, Math.floor(deps.loops ?? 1)), 32768)
   const consumers = new Map<string, ConsumerLoop>()
   const interestCache = new Map<string, { at: number; value: Promise<Record<string, string>>; version: number }>()
   let version = 0
@@ -202,11 +218,11 @@ export function createEventStream(deps: { sql: Sql; bus: Bus; log: Logger; pollM
     // transaction). One row per interested consumer.
     return tx`
       insert into event_stream (consumer, tenant_id, brand_id, player_id, external_id, event_id, event_type, source_type,
-                                event_time, received_at, fields, payload)
+                                event_time, received_at, fields, payload, part)
       select c.name, t.tenant_id, t.brand_id,
              (select p.id from players p where p.brand_id = t.brand_id and p.external_id = t.external_id),
              t.external_id, t.event_id, t.event_type, t.source_type, to_timestamp(t.event_time / 1000),
-             to_timestamp(t.received_at / 1000), t.fields::jsonb, t.payload::jsonb
+             to_timestamp(t.received_at / 1000), t.fields::jsonb, t.payload::jsonb, event_stream_part(t.brand_id, t.external_id)
       from unnest(${r.consumers}::text[], ${r.tenant_id}::uuid[], ${r.brand_id}::uuid[], ${r.external_id}::text[],
                   ${r.event_id}::text[], ${r.event_type}::text[], ${r.source_type}::text[], ${r.event_time}::float8[],
                   ${r.received_at}::float8[], ${r.fields}::text[], ${r.payload}::text[])
@@ -216,59 +232,72 @@ export function createEventStream(deps: { sql: Sql; bus: Bus; log: Logger; pollM
       order by t.n`.execute()
   }
 
-  interface ConsumerLoop {
-    consumer: StreamConsumer
+  /** One claim loop: the rows of one lane (part % loopCount = lane) of one consumer. */
+  interface Lane {
+    lane: number
     running: Promise<void> | undefined
     again: boolean
-    timer: NodeJS.Timeout | undefined
     idleWaiters: (() => void)[]
   }
 
+  interface ConsumerLoop {
+    consumer: StreamConsumer
+    lanes: Lane[]
+    timer: NodeJS.Timeout | undefined
+  }
+
   function kick(loop: ConsumerLoop): void {
+    for (const lane of loop.lanes) kickLane(loop, lane)
+  }
+
+  function kickLane(loop: ConsumerLoop, lane: Lane): void {
     if (stopped) return
-    if (loop.running) {
-      loop.again = true
+    if (lane.running) {
+      lane.again = true
       return
     }
     // A store that is down fails the whole round (even the one-by-one fallback): log it and poll again,
     // never let it become an unhandled rejection that ends the process.
-    loop.running = drainConsumer(loop).catch((err: unknown) => {
-      log.error({ err, consumer: loop.consumer.name }, 'event stream: round failed, retried at the next poll')
+    lane.running = drainLane(loop, lane).catch((err: unknown) => {
+      log.error({ err, consumer: loop.consumer.name, lane: lane.lane }, 'event stream: round failed, retried at the next poll')
     }).finally(() => {
-      loop.running = undefined
-      if (loop.again) {
-        loop.again = false
-        kick(loop)
+      lane.running = undefined
+      if (lane.again) {
+        lane.again = false
+        kickLane(loop, lane)
         return
       }
-      const waiters = loop.idleWaiters
-      loop.idleWaiters = []
+      const waiters = lane.idleWaiters
+      lane.idleWaiters = []
       for (const w of waiters) w()
     })
   }
 
-  /** Claims and applies batches until fewer than a full batch is left. */
-  async function drainConsumer(loop: ConsumerLoop): Promise<void> {
+  /** Claims and applies one lane's batches until fewer than a full batch is left. */
+  async function drainLane(loop: ConsumerLoop, lane: Lane): Promise<void> {
     const { consumer } = loop
     const limit = consumer.batchSize ?? 200
     for (;;) {
       if (stopped || consumers.get(consumer.name) !== loop) return
       let claimed = 0
       try {
-        claimed = await runBatch(consumer, limit)
+        claimed = await runBatch(consumer, lane.lane, limit)
       } catch (err) {
-        log.error({ err, consumer: consumer.name }, 'event stream: batch failed, applying its events one by one')
-        claimed = await runOneByOne(consumer, limit)
+        log.error({ err, consumer: consumer.name, lane: lane.lane }, 'event stream: batch failed, applying its events one by one')
+        claimed = await runOneByOne(consumer, lane.lane, limit)
       }
       if (claimed < limit) return
     }
   }
 
-  async function runBatch(consumer: StreamConsumer, limit: number, onlyId?: string): Promise<number> {
+  /** Rows of this lane only; with one loop, every row (no filter: the claim index alone). */
+  const laneFilter = (tx: Tx | Sql, lane: number) => (loopCount > 1 ? tx`and part % ${loopCount}::int = ${lane}::int` : tx``)
+
+  async function runBatch(consumer: StreamConsumer, lane: number, limit: number, onlyId?: string): Promise<number> {
     let n = 0
     let after: (() => Promise<unknown>) | undefined
     await sql.begin(async (tx) => {
-      const rows = await claim(tx, consumer.name, limit, onlyId)
+      const rows = await claim(tx, consumer.name, lane, limit, onlyId)
       n = rows.length
       if (n) metrics?.queueAttempt(METRICS_NAME, n)
       if (n) after = (await consumer.handle(tx, rows)) ?? undefined
@@ -279,14 +308,14 @@ export function createEventStream(deps: { sql: Sql; bus: Bus; log: Logger; pollM
   }
 
   /** After a failed batch: each event in a transaction of its own; one that fails alone is backed off. */
-  async function runOneByOne(consumer: StreamConsumer, limit: number): Promise<number> {
+  async function runOneByOne(consumer: StreamConsumer, lane: number, limit: number): Promise<number> {
     const ids = await sql<{ id: string }[]>`
-      select id from event_stream where consumer = ${consumer.name} and failed_at is null and available_at <= now()
+      select id from event_stream where consumer = ${consumer.name} and failed_at is null and available_at <= now() ${laneFilter(sql, lane)}
       order by id limit ${limit}`
     for (const { id } of ids) {
       if (stopped) break
       try {
-        await runBatch(consumer, 1, id)
+        await runBatch(consumer, lane, 1, id)
       } catch (err) {
         metrics?.queueFailure(METRICS_NAME)
         const [row] = await sql<{ attempts: number }[]>`
@@ -302,7 +331,7 @@ export function createEventStream(deps: { sql: Sql; bus: Bus; log: Logger; pollM
     return 0
   }
 
-  async function claim(tx: Tx, name: string, limit: number, onlyId?: string): Promise<StreamEvent[]> {
+  async function claim(tx: Tx, name: string, lane: number, limit: number, onlyId?: string): Promise<StreamEvent[]> {
     const rows = await tx<
       {
         id: string; tenant_id: string; brand_id: string; player_id: string | null; external_id: string; event_id: string | null
@@ -312,7 +341,8 @@ export function createEventStream(deps: { sql: Sql; bus: Bus; log: Logger; pollM
     >`
       delete from event_stream where id in (
         select id from event_stream
-        where consumer = ${name} and failed_at is null and available_at <= now() ${onlyId ? tx`and id = ${onlyId}` : tx``}
+        where consumer = ${name} and failed_at is null and available_at <= now() ${laneFilter(tx, lane)}
+          ${onlyId ? tx`and id = ${onlyId}` : tx``}
         order by id limit ${limit} for update skip locked)
       returning id, tenant_id, brand_id, player_id, external_id, event_id, event_type, source_type, event_time, received_at, fields, payload`
     rows.sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1))
@@ -334,7 +364,8 @@ export function createEventStream(deps: { sql: Sql; bus: Bus; log: Logger; pollM
   return {
     register(consumer) {
       if (consumers.has(consumer.name)) throw new Error(`event stream consumer ${consumer.name} registered twice`)
-      const loop: ConsumerLoop = { consumer, running: undefined, again: false, timer: undefined, idleWaiters: [] }
+      const lanes = Array.from({ length: loopCount }, (_, lane): Lane => ({ lane, running: undefined, again: false, idleWaiters: [] }))
+      const loop: ConsumerLoop = { consumer, lanes, timer: undefined }
       consumers.set(consumer.name, loop)
       version++
       interestCache.clear()
@@ -348,25 +379,38 @@ export function createEventStream(deps: { sql: Sql; bus: Bus; log: Logger; pollM
       consumers.delete(name)
       version++
       interestCache.clear()
-      await loop.running
+      await Promise.all(loop.lanes.map((l) => l.running))
     },
     interestFor,
     interestChanged: (brandId) => bus.publish('event_stream_interest', brandId),
     append,
-    wake() {
-      for (const loop of consumers.values()) kick(loop)
+    wake(names) {
+      if (!names) {
+        for (const loop of consumers.values()) kick(loop)
+        return
+      }
+      const wanted = new Set<string>()
+      for (const list of new Set(names)) for (const n of list.split(',')) wanted.add(n)
+      for (const n of wanted) {
+        const loop = consumers.get(n)
+        if (loop) kick(loop)
+      }
     },
     async idle() {
       // Drain until a pass finds nothing (rows may arrive while a batch runs).
+      const waits: Promise<void>[] = []
       for (const loop of consumers.values()) {
-        kick(loop)
-        await new Promise<void>((resolve) => loop.idleWaiters.push(resolve))
+        for (const lane of loop.lanes) {
+          kickLane(loop, lane)
+          waits.push(new Promise<void>((resolve) => lane.idleWaiters.push(resolve)))
+        }
       }
+      await Promise.all(waits)
     },
     async stop() {
       stopped = true
       for (const loop of consumers.values()) clearTimeout(loop.timer)
-      await Promise.all([...consumers.values()].map((l) => l.running))
+      await Promise.all([...consumers.values()].flatMap((l) => l.lanes.map((lane) => lane.running)))
     },
   }
 }
@@ -390,7 +434,9 @@ function streamBacklog(sql: Sql): () => Promise<{ depth: number; oldestAgeSecond
 
 /** Background service (app.ts, started before ingestion): sets ctx.stream. */
 export function startEventStream(ctx: AppContext) {
-  const stream = createEventStream({ sql: ctx.sql, bus: ctx.bus, log: ctx.log, metrics: ctx.metrics })
+  // Embedded PostgreSQL has one connection: more loops would only queue for it.
+  const loops = ctx.config.eventStreamLoops ?? (ctx.pg.kind === 'pglite' ? 1 : DEFAULT_SERVER_LOOPS)
+  const stream = createEventStream({ sql: ctx.sql, bus: ctx.bus, log: ctx.log, metrics: ctx.metrics, loops })
   ctx.stream = stream
   const backlog = streamBacklog(ctx.sql)
   // The queue and the lag probes of one scrape run in parallel: share one query between them.

@@ -348,7 +348,7 @@ export function createPipeline(deps: {
         })
       })
       durable = true
-      if (stream && result.stream.consumers.length) stream.wake()
+      if (stream && result.stream.consumers.length) stream.wake(result.stream.consumers)
       deps.onGroupWritten?.(toStore, items.length)
       const t3 = performance.now()
       // 4. INGEST_ACK_AFTER=clickhouse: the events go to ClickHouse before the answer. If that fails they

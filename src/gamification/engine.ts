@@ -17,7 +17,7 @@ import { microsToDecimal, toMicros } from '../events/transform.ts'
 import { insertOutbox } from '../lib/outbox.ts'
 import { memoryLeaderboards, redisLeaderboards, type BoardEntry, type Leaderboards } from '../tournaments/leaderboard.ts'
 import { periodStart } from './periods.ts'
-import { grantBonus, grantRewards, lockPlayers, milestoneBadges, awardBadge, type PlayerKey } from './rewards.ts'
+import { grantBonus, grantRewards, grantRewardsMany, lockPlayers, milestoneBadgesMany, awardBadge, type PlayerKey } from './rewards.ts'
 import {
   compileFilter, measureOf, ROLLBACK_OF, tournamentDelta, tournamentTypes,
   type EventFilter, type GameConfig, type MissionRules, type PrizePool, type Rewards,
@@ -369,17 +369,24 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
       list.push(player)
       newcomers.set(tid, list)
     }
+    // A tournament without max_participants admits every newcomer: its row is only locked by the counter
+    // update at the very end of the batch, so the stream's parallel loops do not queue behind each other
+    // on it for a whole batch. Only a capped tournament is locked here, to count its free places.
     const admitted = new Set<string>()
-    if (newcomers.size) {
+    for (const [tid, list] of newcomers) {
+      if ((tDefs.get(tid) as TournamentDef).maxParticipants === null) for (const p of list) admitted.add(`${p}|${tid}`)
+    }
+    const capped = [...newcomers.keys()].filter((tid) => (tDefs.get(tid) as TournamentDef).maxParticipants !== null)
+    if (capped.length) {
       const counts = await tx<{ id: string; participants: number }[]>`
-        select id, participants from tournaments where id = any(${[...newcomers.keys()]}::uuid[]) order by id for update`
+        select id, participants from tournaments where id = any(${capped}::uuid[]) order by id for update`
       for (const c of counts) {
         const t = tDefs.get(c.id) as TournamentDef
         const list = newcomers.get(c.id) as string[]
         // The first to score in this batch: by their first event's stream order.
         const firstAt = (p: string) => BigInt(((tournamentHits.get(`${p}|${c.id}`) as Hit[])[0] as Hit).e.id)
         list.sort((a, b) => (firstAt(a) < firstAt(b) ? -1 : 1))
-        const room = t.maxParticipants === null ? list.length : Math.max(0, t.maxParticipants - c.participants)
+        const room = Math.max(0, (t.maxParticipants as number) - c.participants)
         for (const p of list.slice(0, room)) admitted.add(`${p}|${c.id}`)
       }
     }
@@ -448,10 +455,6 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
         returning tournament_id, player_id, external_id, score, reached_at, version`.execute().then((rows) => {
         boardUpdates = rows as unknown as Record<string, unknown>[]
       }))
-      if (admittedCount.size) {
-        writes.push(tx`update tournaments t set participants = t.participants + a.n
-                 from unnest(${[...admittedCount.keys()]}::uuid[], ${[...admittedCount.values()]}::int[]) as a(id, n) where t.id = a.id`.execute())
-      }
     }
     if (newCredits.length) {
       const w = newCredits
@@ -472,23 +475,35 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
     await Promise.all(writes)
 
     // 5. Completions, rewards, badges, webhooks.
-    for (const c of completions) {
-      await insertOutbox(tx as unknown as Sql, {
-        tenantId: c.player.tenantId, brandId: c.player.brandId, event: 'gamification.mission_completed',
-        data: { player_id: c.player.playerId, mission_id: c.mission.id, stage: c.stage, brand_id: c.player.brandId },
-      })
-      await grantRewards(tx, c.player, c.rewards, { kind: 'mission', id: c.mission.id })
-    }
+    // The batch's completions together: their webhooks go out pipelined (one round trip), their rewards
+    // in a few set-based statements (rewards.ts, grantRewardsMany) rather than ~7 per completion.
+    await Promise.all(completions.map((c) => insertOutbox(tx as unknown as Sql, {
+      tenantId: c.player.tenantId, brandId: c.player.brandId, event: 'gamification.mission_completed',
+      data: { player_id: c.player.playerId, mission_id: c.mission.id, stage: c.stage, brand_id: c.player.brandId },
+    })))
+    await grantRewardsMany(tx, completions.map((c) => ({ player: c.player, rewards: c.rewards, source: { kind: 'mission', id: c.mission.id } })))
     if (missionsCompleted.size) {
       const ids = [...missionsCompleted.keys()]
       await tx`update player_gamification g set missions_completed = g.missions_completed + u.n, updated_at = now()
                from unnest(${ids}::uuid[], ${ids.map((i) => missionsCompleted.get(i) as number)}::int[]) as u(p, n) where g.player_id = u.p`
-      for (const id of ids) await milestoneBadges(tx, players.get(id) as PlayerKey)
+      await milestoneBadgesMany(tx, ids.map((id) => players.get(id) as PlayerKey))
     }
     for (const b of badgesDue) await awardBadge(tx, b.player, b.badgeId)
-    // In id order: two batches touching the same collaborative missions lock them in the same order.
-    for (const missionId of [...collabDeltas.keys()].sort()) {
-      await applyCollaborative(tx, missionDefs.get(missionId) as MissionDef, collabDeltas.get(missionId) as number)
+    // The shared rows last, so that their locks are held only until the commit that follows; in id order
+    // (tournaments, then collaborative missions), so that concurrent batches lock them in the same order
+    // (one statement per row: the order of an UPDATE ... FROM is the plan's).
+    // All of them pipelined: one round trip, so a concurrent batch waits for these locks about as long as
+    // our commit takes.
+    const collabIds = [...collabDeltas.keys()].sort()
+    const [, totals] = await Promise.all([
+      Promise.all([...admittedCount.keys()].sort().map((tid) =>
+        tx`update tournaments set participants = participants + ${admittedCount.get(tid) as number}::int where id = ${tid}`.execute())),
+      Promise.all(collabIds.map((id) => tx<{ total: string; status: string }[]>`
+        update gamification_missions set total = greatest(total + ${microsToDecimal(collabDeltas.get(id) as number)}::numeric, 0), updated_at = now()
+        where id = ${id} returning total, status`)),
+    ])
+    for (const [i, missionId] of collabIds.entries()) {
+      await completeCollaborative(tx, missionDefs.get(missionId) as MissionDef, (totals[i] as { total: string; status: string }[])[0])
     }
 
     if (!boardUpdates.length) return undefined
@@ -503,11 +518,8 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
     }
   }
 
-  /** Adds the batch's contributions to the brand-wide total; at the target every contributor is rewarded once. */
-  async function applyCollaborative(tx: Tx, m: MissionDef, delta: number): Promise<void> {
-    const [row] = await tx<{ total: string; status: string }[]>`
-      update gamification_missions set total = greatest(total + ${microsToDecimal(delta)}::numeric, 0), updated_at = now()
-      where id = ${m.id} returning total, status`
+  /** After the batch added its contributions to the brand-wide total: at the target every contributor is rewarded once. */
+  async function completeCollaborative(tx: Tx, m: MissionDef, row: { total: string; status: string } | undefined): Promise<void> {
     if (!row || row.status !== 'active' || micros(row.total) < micros(m.rules.target ?? 0)) return
     await tx`update gamification_missions set status = 'completed', updated_at = now() where id = ${m.id}`
     const contributors = await tx<{ player_id: string; tenant_id: string }[]>`

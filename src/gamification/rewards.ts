@@ -78,41 +78,62 @@ export async function lockPlayers(tx: Tx, players: { playerId: string; tenantId:
  * recorded and announced, and may earn level_tier badges.
  */
 export async function refreshLevel(tx: Tx, p: PlayerKey): Promise<void> {
-  const [row] = await tx<{ level_id: string | null; tier: number | null; previous: string | null; points: string }[]>`
-    with pts as (
+  await refreshLevels(tx, [p])
+}
+
+/** refreshLevel for several players: one query finds whose level changed (rarely anyone's). */
+export async function refreshLevels(tx: Tx, players: PlayerKey[]): Promise<void> {
+  if (!players.length) return
+  const rows = await tx<{ player_id: string; level_id: string | null; tier: number | null; previous: string | null }[]>`
+    select p.player_id, lvl.id as level_id, lvl.tier, g.level_id as previous
+    from unnest(${players.map((p) => p.playerId)}::uuid[], ${players.map((p) => p.brandId)}::uuid[]) with ordinality as p(player_id, brand_id, n)
+    cross join lateral (
       select coalesce(sum(b.lifetime_earned), 0) as points
       from player_point_balances b join gamification_currencies c on c.id = b.currency_id
-      where b.player_id = ${p.playerId} and c.brand_id = ${p.brandId} and c.type = 'virtual'
-    ), lvl as (
-      select l.id, l.tier from gamification_levels l, pts
-      where l.brand_id = ${p.brandId} and l.min_points <= pts.points
+      where b.player_id = p.player_id and c.brand_id = p.brand_id and c.type = 'virtual'
+    ) pts
+    left join lateral (
+      select l.id, l.tier from gamification_levels l
+      where l.brand_id = p.brand_id and l.min_points <= pts.points
       order by l.tier desc, l.min_points desc, l.created_at desc, l.id desc limit 1
-    )
-    select (select id from lvl) as level_id, (select tier from lvl) as tier,
-           (select level_id from player_gamification where player_id = ${p.playerId}) as previous, (select points from pts) as points`
-  if (!row || row.level_id === row.previous || row.level_id === null) return
-  await tx`
-    insert into player_gamification (player_id, tenant_id, level_id) values (${p.playerId}, ${p.tenantId}, ${row.level_id})
-    on conflict (player_id) do update set level_id = excluded.level_id, updated_at = now()`
-  await insertOutbox(tx as Sql, {
-    tenantId: p.tenantId, brandId: p.brandId, event: 'gamification.level_changed',
-    data: { player_id: p.playerId, level_id: row.level_id, tier: row.tier, previous_level_id: row.previous, brand_id: p.brandId },
-  })
-  await milestoneBadges(tx, p)
+    ) lvl on true
+    left join player_gamification g on g.player_id = p.player_id
+    order by p.n`
+  const byId = new Map(players.map((p) => [p.playerId, p]))
+  for (const row of rows) {
+    if (row.level_id === row.previous || row.level_id === null) continue
+    const p = byId.get(row.player_id) as PlayerKey
+    await tx`
+      insert into player_gamification (player_id, tenant_id, level_id) values (${p.playerId}, ${p.tenantId}, ${row.level_id})
+      on conflict (player_id) do update set level_id = excluded.level_id, updated_at = now()`
+    await insertOutbox(tx as Sql, {
+      tenantId: p.tenantId, brandId: p.brandId, event: 'gamification.level_changed',
+      data: { player_id: p.playerId, level_id: row.level_id, tier: row.tier, previous_level_id: row.previous, brand_id: p.brandId },
+    })
+    await milestoneBadges(tx, p)
+  }
 }
 
 /** Badges by missions completed or level tier reached that the player now qualifies for. */
 export async function milestoneBadges(tx: Tx, p: PlayerKey): Promise<void> {
-  const due = await tx<{ id: string }[]>`
-    select b.id from gamification_badges b
-    left join player_gamification g on g.player_id = ${p.playerId}
+  await milestoneBadgesMany(tx, [p])
+}
+
+/** milestoneBadges for several players: one query finds the badges due (rarely any). */
+export async function milestoneBadgesMany(tx: Tx, players: PlayerKey[]): Promise<void> {
+  if (!players.length) return
+  const due = await tx<{ player_id: string; id: string }[]>`
+    select p.player_id, b.id
+    from unnest(${players.map((p) => p.playerId)}::uuid[], ${players.map((p) => p.brandId)}::uuid[]) with ordinality as p(player_id, brand_id, n)
+    join gamification_badges b on b.brand_id = p.brand_id
+    left join player_gamification g on g.player_id = p.player_id
     left join gamification_levels l on l.id = g.level_id
-    where b.brand_id = ${p.brandId}
-      and not exists (select 1 from player_badges pb where pb.player_id = ${p.playerId} and pb.badge_id = b.id)
+    where not exists (select 1 from player_badges pb where pb.player_id = p.player_id and pb.badge_id = b.id)
       and ((b.criteria ? 'missions_completed' and coalesce(g.missions_completed, 0) >= (b.criteria->>'missions_completed')::numeric)
         or (b.criteria ? 'level_tier' and coalesce(l.tier, 0) >= (b.criteria->>'level_tier')::numeric))
-    order by b.created_at, b.id`
-  for (const b of due) await awardBadge(tx, p, b.id)
+    order by p.n, b.created_at, b.id`
+  const byId = new Map(players.map((p) => [p.playerId, p]))
+  for (const b of due) await awardBadge(tx, byId.get(b.player_id) as PlayerKey, b.id)
 }
 
 /** Earned once: a second award changes nothing. */
@@ -193,4 +214,69 @@ export async function grantRewards(tx: Tx, p: PlayerKey, rewards: Rewards | unde
   for (const badgeId of rewards.badge_ids ?? []) if (active) await awardBadge(tx, p, badgeId)
   // A bonus for an inactive player is refused and recorded (grantBonus checks the status itself).
   for (const bonusId of rewards.bonus_ids ?? []) await grantBonus(tx, { ...p, bonusId, source: source.kind, sourceId: source.id })
+}
+
+export interface RewardGrant {
+  player: PlayerKey
+  rewards: Rewards | undefined
+  source: { kind: string; id: string }
+}
+
+/**
+ * grantRewards for many grants (a batch of events' completions), in a few statements instead of ~7 per
+ * grant: the players' statuses and the currencies in one round trip, every point credit (balances and
+ * ledger, balance_after running in grant order) in one statement, the levels of every credited player in
+ * one query. The effects are those of grantRewards for each grant in turn, except that a player's level
+ * is checked once after all of the batch's credits (one level_changed from the first to the last level).
+ * Badges and bonuses, rare, go one by one as in grantRewards.
+ */
+export async function grantRewardsMany(tx: Tx, grants: RewardGrant[]): Promise<void> {
+  const todo = grants.filter((g) => g.rewards && (g.rewards.points?.length || g.rewards.badge_ids?.length || g.rewards.bonus_ids?.length))
+  if (!todo.length) return
+  const playerIds = [...new Set(todo.map((g) => g.player.playerId))]
+  const currencyIds = [...new Set(todo.flatMap((g) => (g.rewards?.points ?? []).map((p) => p.currency_id)))]
+  const [statuses, currencies] = await Promise.all([
+    tx<{ id: string; status: string }[]>`select id, status from players where id = any(${playerIds}::uuid[])`,
+    currencyIds.length ? tx<{ id: string; brand_id: string }[]>`select id, brand_id from gamification_currencies where id = any(${currencyIds}::uuid[])` : [],
+  ])
+  const active = new Set(statuses.filter((r) => r.status === 'active').map((r) => r.id))
+  const brandOf = new Map(currencies.map((c) => [c.id, c.brand_id]))
+  const credits: { p: PlayerKey; currency: string; amount: string; source: string; sourceId: string }[] = []
+  for (const g of todo) {
+    if (!active.has(g.player.playerId)) continue
+    for (const pts of g.rewards?.points ?? []) {
+      // Only a currency of the player's brand, as grantRewards; amounts are > 0 (validateRewards).
+      if (brandOf.get(pts.currency_id) !== g.player.brandId || !(pts.amount > 0)) continue
+      credits.push({ p: g.player, currency: pts.currency_id, amount: String(pts.amount), source: g.source.kind, sourceId: g.source.id })
+    }
+  }
+  if (credits.length) {
+    // One row per (player, currency) takes the sum (ON CONFLICT may touch a row once per statement); each
+    // ledger row's balance_after is the final balance minus the credits after it, in grant order.
+    await tx`
+      with e as (
+        select * from unnest(${credits.map((c) => c.p.playerId)}::uuid[], ${credits.map((c) => c.currency)}::uuid[],
+                             ${credits.map((c) => c.p.tenantId)}::uuid[], ${credits.map((c) => c.p.brandId)}::uuid[],
+                             ${credits.map((c) => c.amount)}::numeric[], ${credits.map((c) => c.source)}::text[],
+                             ${credits.map((c) => c.sourceId)}::text[])
+          with ordinality as e(player_id, currency_id, tenant_id, brand_id, amount, source, source_id, n)
+      ), b as (
+        insert into player_point_balances as pb (player_id, currency_id, tenant_id, balance, lifetime_earned)
+        select player_id, currency_id, tenant_id, sum(amount), sum(amount) from e group by player_id, currency_id, tenant_id
+        on conflict (player_id, currency_id) do update set balance = pb.balance + excluded.balance,
+          lifetime_earned = pb.lifetime_earned + excluded.lifetime_earned, updated_at = now()
+        returning player_id, currency_id, balance
+      )
+      insert into point_ledger (tenant_id, brand_id, player_id, currency_id, amount, balance_after, source, source_id, reason)
+      select e.tenant_id, e.brand_id, e.player_id, e.currency_id, e.amount,
+             b.balance - (sum(e.amount) over (partition by e.player_id, e.currency_id order by e.n desc) - e.amount),
+             e.source, e.source_id, null
+      from e join b on b.player_id = e.player_id and b.currency_id = e.currency_id
+      order by e.n`
+    await refreshLevels(tx, [...new Map(credits.map((c) => [c.p.playerId, c.p])).values()])
+  }
+  for (const g of todo) {
+    for (const badgeId of g.rewards?.badge_ids ?? []) if (active.has(g.player.playerId)) await awardBadge(tx, g.player, badgeId)
+    for (const bonusId of g.rewards?.bonus_ids ?? []) await grantBonus(tx, { ...g.player, bonusId, source: g.source.kind, sourceId: g.source.id })
+  }
 }

@@ -3,7 +3,7 @@
 // without losing or repeating, and interest changes apply from the next group. The crash half (kill -9
 // while events stream) is in test/gamification/crash.test.ts, through the gamification consumer.
 import t from 'tap'
-import type { StreamConsumer, StreamEvent } from '../../src/engine/event-stream.ts'
+import { createEventStream, emptyStreamColumns, type StreamColumns, type StreamConsumer, type StreamEvent } from '../../src/engine/event-stream.ts'
 import { startHarness } from '../helpers/harness.ts'
 import { ev, post } from '../events/helpers.ts'
 
@@ -111,4 +111,117 @@ t.test('interest changes apply from the next request, in every process (bus)', a
   await post(h, tenant.key, { events: [counted] })
   await stream.idle()
   t.same((await effects('t_change', tenant.brand.id)).map((r) => r.event_id), [counted.event_id], 'only the event after the change')
+})
+
+// Several claim loops (lanes) per consumer and process, partitioned by a hash of the player (sql/0120).
+// Rows are appended directly (as the ingest transaction does), to streams of our own with a chosen loop
+// count, so the harness's stream never claims them.
+
+/** n events per player for `players` players, in per-player order (seq), interleaved as ingestion would. */
+function streamRows(tenant: { id: string; brand: { id: string } }, consumer: string, players: string[], perPlayer: number): StreamColumns {
+  const cols = emptyStreamColumns()
+  for (let seq = 0; seq < perPlayer; seq++) {
+    // Each round in another order, so that a player's rows are not a regular stride of ids apart.
+    for (const p of [...players].sort(() => Math.random() - 0.5)) {
+      cols.consumers.push(consumer)
+      cols.tenant_id.push(tenant.id)
+      cols.brand_id.push(tenant.brand.id)
+      cols.external_id.push(p)
+      cols.event_id.push(`${consumer}-${p}-${seq}`)
+      cols.event_type.push('bet')
+      cols.source_type.push('bet')
+      cols.event_time.push(Date.now())
+      cols.received_at.push(Date.now())
+      cols.fields.push(JSON.stringify({ seq }))
+      cols.payload.push(null)
+    }
+  }
+  return cols
+}
+
+/** A consumer that records each event with the order it was applied in, and how many batches ran at once. */
+function recordingConsumer(name: string, stats: { inFlight: number; maxInFlight: number }): StreamConsumer {
+  return {
+    name,
+    batchSize: 7,
+    interest: async () => new Map(),
+    async handle(tx, events) {
+      stats.maxInFlight = Math.max(stats.maxInFlight, ++stats.inFlight)
+      try {
+        for (const e of events) {
+          await tx`insert into stream_test_applied (consumer, external_id, seq) values (${name}, ${e.externalId}, ${e.fields.seq as number})`
+        }
+        // A batch that takes a while, so that the lanes' batches overlap (and would reorder a player's
+        // events if the lanes did not split by player).
+        await tx`select pg_sleep(${Math.random() * 0.02})`
+      } finally {
+        stats.inFlight--
+      }
+    },
+  }
+}
+await sql`create table if not exists stream_test_applied (n bigserial primary key, consumer text not null, external_id text not null, seq int not null)`
+/** `perLane` players of this brand in each of `lanes` lanes (the hash is the one ingestion writes). */
+async function playersPerLane(brandId: string, lanes: number, perLane: number): Promise<string[]> {
+  const rows = await sql<{ id: string; lane: number }[]>`
+    select 'lane-player-' || i as id, event_stream_part(${brandId}::uuid, 'lane-player-' || i) % ${lanes}::int as lane
+    from generate_series(0, 999) i`
+  const out: string[] = []
+  for (let lane = 0; lane < lanes; lane++) out.push(...rows.filter((r) => r.lane === lane).slice(0, perLane).map((r) => r.id))
+  return out
+}
+const applied = (name: string) =>
+  sql<{ external_id: string; seq: number }[]>`select external_id, seq from stream_test_applied where consumer = ${name} order by n`
+
+t.test('four loops: each player\'s events applied in stream order, every event once, lanes in parallel', async (t) => {
+  const tenant = await h.createTenant()
+  const lanes = createEventStream({ sql, bus: h.app.ctx.bus, log: h.app.ctx.log, loops: 4, pollMs: 50 })
+  t.teardown(() => lanes.stop())
+  const rows = streamRows(tenant, 't_lanes', await playersPerLane(tenant.brand.id, 4, 3), 25)
+  await sql.begin((tx) => lanes.append(tx, rows))
+  const parts = await sql<{ lane: number; n: number }[]>`
+    select part % 4 as lane, count(*)::int as n from event_stream where consumer = 't_lanes' group by 1 order by 1`
+  t.same(parts.map((p) => [p.lane, p.n]), [[0, 75], [1, 75], [2, 75], [3, 75]], 'three players in each lane, as written')
+  const stats = { inFlight: 0, maxInFlight: 0 }
+  lanes.register(recordingConsumer('t_lanes', stats))
+  await lanes.idle()
+  const got = await applied('t_lanes')
+  t.equal(got.length, 12 * 25, 'every event applied')
+  t.equal(new Set(got.map((r) => `${r.external_id}|${r.seq}`)).size, 12 * 25, 'none twice')
+  const last = new Map<string, number>()
+  let outOfOrder = 0
+  for (const r of got) {
+    if ((last.get(r.external_id) ?? -1) > r.seq) outOfOrder++
+    last.set(r.external_id, r.seq)
+  }
+  t.equal(outOfOrder, 0, 'each player\'s events in stream order')
+  // Embedded PostgreSQL has one connection: its transactions (and so the lanes' batches) take turns.
+  if (h.app.ctx.pg.kind === 'postgres') t.ok(stats.maxInFlight > 1, `lanes applied batches at the same time (at most ${stats.maxInFlight})`)
+})
+
+t.test('two processes with different loop counts share a consumer: every event exactly once', async (t) => {
+  const tenant = await h.createTenant()
+  const a = createEventStream({ sql, bus: h.app.ctx.bus, log: h.app.ctx.log, loops: 4, pollMs: 50 })
+  const b = createEventStream({ sql, bus: h.app.ctx.bus, log: h.app.ctx.log, loops: 3, pollMs: 50 })
+  t.teardown(async () => {
+    await a.stop()
+    await b.stop()
+  })
+  const stats = { inFlight: 0, maxInFlight: 0 }
+  a.register(recordingConsumer('t_shared', stats))
+  b.register(recordingConsumer('t_shared', stats))
+  const players = await playersPerLane(tenant.brand.id, 12, 1)
+  // Written while both claim: several groups, as several ingest transactions would.
+  for (let g = 0; g < 5; g++) {
+    const rows = streamRows(tenant, 't_shared', players, 8)
+    rows.event_id = rows.event_id.map((id) => `${id}-g${g}`)
+    await sql.begin((tx) => a.append(tx, rows))
+    a.wake()
+    b.wake()
+  }
+  await Promise.all([a.idle(), b.idle()])
+  const [left] = await sql<{ n: number }[]>`select count(*)::int as n from event_stream where consumer = 't_shared'`
+  t.equal(left?.n, 0, 'nothing left')
+  const got = await applied('t_shared')
+  t.equal(got.length, 5 * 12 * 8, 'every event applied exactly once (the table has no unique key: a repeat would be a row more)')
 })

@@ -130,3 +130,35 @@ t.test('bonus grants: 201 and bonus.granted; inactive bonus and non-active playe
   t.equal((await h.request('POST', `/bonuses/${bonus.id}/grant`, { key: other.key, body: { player_id: p1 } })).status, 404)
   t.equal((await h.request('GET', `/players/${p1}/bonuses`, { key: other.key })).status, 404)
 })
+
+t.test('several completions of one player in one batch: ledger in order with a running balance, one level change', async (t) => {
+  const tenant = await h.createTenant()
+  const lp = await create(tenant, '/gamification/currencies', { name: 'LP', symbol: 'LP', type: 'virtual' })
+  const gems = await create(tenant, '/gamification/currencies', { name: 'Gems', symbol: 'GEM', type: 'virtual' })
+  await create(tenant, '/gamification/levels', { name: 'Bronze', tier: 1, min_points: 0 })
+  const gold = await create(tenant, '/gamification/levels', { name: 'Gold', tier: 3, min_points: 100 })
+  // All three completed by the same event, so in one batch (in whatever order the engine folds them).
+  const a = await create(tenant, '/gamification/missions', { name: 'A', type: 'one_time', rules: { event_type: 'deposit', target: 1 }, rewards: { points: [{ currency_id: lp.id, amount: 30 }] } })
+  const b = await create(tenant, '/gamification/missions', { name: 'B', type: 'one_time', rules: { event_type: 'deposit', target: 1 }, rewards: { points: [{ currency_id: lp.id, amount: 45.5 }, { currency_id: gems.id, amount: 7 }] } })
+  const c = await create(tenant, '/gamification/missions', { name: 'C', type: 'one_time', rules: { event_type: 'deposit', target: 1 }, rewards: { points: [{ currency_id: lp.id, amount: 40 }] } })
+  await send(tenant, [{ player_id: 'p1', event_type: 'deposit', payload: { amount: 10 } }, { player_id: 'p2', event_type: 'deposit', payload: { amount: 10 } }])
+  const pid = await playerId(tenant, 'p1')
+  const ledger = await sql<{ currency_id: string; amount: string; balance_after: string; source_id: string }[]>`
+    select currency_id, amount::text, balance_after::text, source_id from point_ledger where player_id = ${pid} order by id`
+  const lpRows = ledger.filter((r) => r.currency_id === lp.id)
+  t.same(lpRows.map((r) => Number(r.amount)).sort((x, y) => x - y), [30, 40, 45.5], 'one ledger row per mission reward')
+  let running = 0
+  for (const r of lpRows) {
+    running += Number(r.amount)
+    t.equal(Number(r.balance_after), running, `balance_after runs in ledger order (${r.source_id})`)
+  }
+  t.same(ledger.filter((r) => r.currency_id === gems.id).map((r) => [Number(r.amount), Number(r.balance_after), r.source_id]), [[7, 7, b.id]])
+  t.same(new Set(ledger.map((r) => r.source_id)), new Set([a.id, b.id, c.id]))
+  const p = await profile(tenant, 'p1')
+  t.same(p.point_balances.map((x: { currency_id: string; balance: number }) => [x.currency_id, x.balance]).sort(), [[lp.id, 115.5], [gems.id, 7]].sort())
+  t.equal(p.current_level.id, gold.id, '122.5 virtual points: gold')
+  const changes = (await outbox(tenant, 'gamification.level_changed')).filter((e) => e.data.player_id === pid)
+  t.equal(changes.length, 1, 'one level change for the batch')
+  t.equal(changes[0]?.data.level_id, gold.id)
+  t.equal((await outbox(tenant, 'gamification.mission_completed')).length, 6, 'three completions each for p1 and p2')
+})

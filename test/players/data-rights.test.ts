@@ -152,9 +152,9 @@ t.test('erasure removes every engine\'s personal data of the player', async (t) 
   await sql`insert into bonus_grants (tenant_id, brand_id, bonus_id, player_id, status, reason, source) values (${tenant.id}, ${b}, ${bonus!.id}, ${p.id}, 'granted', 'for Ziggy', 'manual')`
   await sql`insert into player_gamification (player_id, tenant_id, missions_completed) values (${p.id}, ${tenant.id}, 3)`
   await sql`
-    insert into event_stream (consumer, tenant_id, brand_id, player_id, external_id, event_type, source_type, event_time, received_at, fields, payload, available_at)
-    values ('erasure-test', ${tenant.id}, ${b}, ${p.id}, ${p.ext}, 'registration', 'registration', now(), now(), '{}', '{"name": "Ziggy Stardust"}', now() + interval '1 day'),
-           ('erasure-test', ${tenant.id}, ${b}, ${keep.id}, ${keep.ext}, 'registration', 'registration', now(), now(), '{}', '{}', now() + interval '1 day')`
+    insert into event_stream (consumer, tenant_id, brand_id, player_id, external_id, part, event_type, source_type, event_time, received_at, fields, payload, available_at)
+    values ('erasure-test', ${tenant.id}, ${b}, ${p.id}, ${p.ext}, event_stream_part(${b}, ${p.ext}), 'registration', 'registration', now(), now(), '{}', '{"name": "Ziggy Stardust"}', now() + interval '1 day'),
+           ('erasure-test', ${tenant.id}, ${b}, ${keep.id}, ${keep.ext}, event_stream_part(${b}, ${keep.ext}), 'registration', 'registration', now(), now(), '{}', '{}', now() + interval '1 day')`
   const [campaign] = await sql<{ id: string }[]>`insert into campaigns (tenant_id, brand_id, name, type, channels) values (${tenant.id}, ${b}, 'j', 'journey', '{in_app}') returning id`
   await sql`
     insert into campaign_participants (campaign_id, tenant_id, brand_id, player_id, step, status, wake_at, entered_at, updated_at)
