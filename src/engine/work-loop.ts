@@ -178,8 +178,24 @@ export interface WorkLoop<Row> {
   /** This process's id; claim tokens start with it. */
   owner: string
   pool: ActorPool<Row>
+  /**
+   * For a producer that inserts rows already leased to this process (owner column = the token, due =
+   * now + leaseMs), saving the claim: `take(key)` says whether one more row of that key fits in memory
+   * now (the same bounds as a claim). Take the reservation before the inserting transaction starts, so
+   * its `at` is no later than the lease's start; after the commit, hand the rows to `adopt`. A
+   * reservation that is not adopted (the transaction failed) holds nothing.
+   */
+  reserve(): Reservation
+  /** Runs rows inserted under a reservation's token as if this loop had claimed them. */
+  adopt(rows: Row[], reservation: Reservation): void
   wake(): void
   stop(): Promise<void>
+}
+
+export interface Reservation {
+  token: string
+  at: number
+  take(key: string): boolean
 }
 
 export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
@@ -251,6 +267,29 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
   return {
     owner,
     pool,
+    reserve() {
+      let room = maxInMemory - pool.size
+      const taken = new Map<string, number>()
+      return {
+        token: `${owner}:${++claimNumber}`,
+        at: Date.now(),
+        take(key) {
+          const n = (keysHeld.get(key) ?? 0) + (taken.get(key) ?? 0)
+          if (room <= 0 || n >= maxPerKey) return false
+          room--
+          taken.set(key, (taken.get(key) ?? 0) + 1)
+          return true
+        },
+      }
+    },
+    adopt(rows, reservation) {
+      for (const row of rows) {
+        const key = opts.keyOf(row)
+        claims.set(row as object, { token: reservation.token, at: reservation.at })
+        keysHeld.set(key, (keysHeld.get(key) ?? 0) + 1)
+        pool.submit(key, row)
+      }
+    },
     wake: () => started.wake(),
     async stop() {
       await started.stop()

@@ -112,8 +112,9 @@ export function createOutboundHttp(opts: OutboundHttpOptions = {}): OutboundHttp
       entry.lastUsed = Date.now()
       const started = performance.now()
       const controller = new AbortController()
-      const timeout = new OutboundTimeoutError(req.timeoutMs)
-      const timer = setTimeout(() => controller.abort(timeout), req.timeoutMs)
+      // The error is made only when the timer fires: an Error's stack trace costs more than the rest of
+      // a keep-alive request's bookkeeping.
+      const timer = setTimeout(() => controller.abort(new OutboundTimeoutError(req.timeoutMs)), req.timeoutMs)
       try {
         const res = await entry.pool.request({
           origin: target.url.origin,
@@ -148,7 +149,7 @@ export function createOutboundHttp(opts: OutboundHttpOptions = {}): OutboundHttp
           durationMs: Math.round(performance.now() - started),
         }
       } catch (err) {
-        if (controller.signal.aborted || UNDICI_TIMEOUTS.has((err as { code?: string }).code ?? '')) throw timeout
+        if (controller.signal.aborted || UNDICI_TIMEOUTS.has((err as { code?: string }).code ?? '')) throw new OutboundTimeoutError(req.timeoutMs)
         throw err
       } finally {
         clearTimeout(timer)

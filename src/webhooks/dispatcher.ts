@@ -7,7 +7,8 @@
 //   every minute.
 import type { BackgroundService } from '../app.ts'
 import type { AppContext } from '../context.ts'
-import { confirmLease, startTicker, startWorkLoop, type Lease, type QueueTable } from '../engine/work-loop.ts'
+import { randomUUID } from 'node:crypto'
+import { confirmLease, startTicker, startWorkLoop, type Lease, type QueueTable, type WorkLoop } from '../engine/work-loop.ts'
 import { createBatcher } from '../engine/batcher.ts'
 import { tableQueueProbe } from '../lib/metrics.ts'
 import { createOutboundHttp, OutboundTimeoutError } from '../lib/outbound-http.ts'
@@ -192,9 +193,9 @@ export function startWebhookService(ctx: AppContext): BackgroundService {
     log,
     idleIntervalMs: ctx.pg.kind === 'pglite' ? 100 : 1000,
     async step() {
-      const n = await fanOut(ctx, FANOUT_BATCH)
-      if (n > 0) dispatch.wake()
-      return n === FANOUT_BATCH
+      const n = await fanOut(ctx, FANOUT_BATCH, { loop: dispatch, keyId: ctx.secretBox.keyId, leaseMs })
+      if (n.claimable > 0) dispatch.wake()
+      return n.rows === FANOUT_BATCH
     },
   })
 
@@ -241,35 +242,90 @@ export function startWebhookService(ctx: AppContext): BackgroundService {
   }
 }
 
-/** One batch of the fan-out; returns the number of outbox rows it dispatched. */
-export async function fanOut(ctx: Pick<AppContext, 'sql'>, limit: number): Promise<number> {
-  return ctx.sql.begin(async (tx) => {
+/**
+ * Leasing at fan-out: deliveries this process can sign and has room for are inserted already leased to
+ * it and handed to its actor pool after the commit, so they skip the claim (a round trip and a row
+ * update each). The rest are inserted due at once, for any process's claim.
+ */
+export interface FanOutLease {
+  loop: Pick<WorkLoop<q.DeliveryRow>, 'reserve' | 'adopt'>
+  keyId: string
+  leaseMs: number
+}
+
+/** One batch of the fan-out; returns the number of outbox rows it dispatched and whether some deliveries await a claim. */
+export async function fanOut(ctx: Pick<AppContext, 'sql'>, limit: number, lease?: FanOutLease): Promise<{ rows: number; claimable: number }> {
+  const reservation = lease?.loop.reserve()
+  const result = await ctx.sql.begin(async (tx) => {
     const rows = await q.lockOutboxBatch(tx, limit)
-    if (!rows.length) return 0
+    if (!rows.length) return { rows: 0, claimable: 0, leased: [] as q.DeliveryRow[] }
     const tenants = [...new Set(rows.map((r) => r.tenant_id))]
-    const candidates = await q.selectActiveEndpoints(tx, tenants)
+    // The candidates of a row: its tenant's endpoints scoped to its brand, and the tenant-wide ones (a
+    // brand-scoped endpoint gets only its brand's events; tenant-wide events, without a brand, go to all).
+    const byScope = new Map<string, q.ActiveEndpoint[]>()
+    const tenantWide = new Map<string, q.ActiveEndpoint[]>()
+    const scoped = new Map<string, q.ActiveEndpoint[]>()
+    for (const e of await q.selectActiveEndpoints(tx, tenants)) {
+      const group = e.brand_id ? scoped : tenantWide
+      const key = e.brand_id ? `${e.tenant_id}/${e.brand_id}` : e.tenant_id
+      group.set(key, [...(group.get(key) ?? []), e])
+    }
+    const candidatesOf = (row: q.OutboxRow): q.ActiveEndpoint[] => {
+      const key = `${row.tenant_id}/${row.brand_id ?? ''}`
+      let list = byScope.get(key)
+      if (!list) {
+        const wide = tenantWide.get(row.tenant_id) ?? []
+        if (row.brand_id) list = [...wide, ...(scoped.get(`${row.tenant_id}/${row.brand_id}`) ?? [])]
+        else list = [...wide, ...[...scoped].filter(([k]) => k.startsWith(`${row.tenant_id}/`)).flatMap(([, l]) => l)]
+        byScope.set(key, list)
+      }
+      return list
+    }
     const createdAt = new Date()
-    const d = { tenant_id: [] as string[], endpoint_id: [] as string[], key_id: [] as string[], outbox_id: [] as string[], event: [] as string[], body: [] as string[] }
+    const deliveries: q.FanOutDelivery[] = []
     for (const row of rows) {
       let body: string | undefined
-      for (const e of candidates) {
-        if (e.tenant_id !== row.tenant_id) continue
-        // A brand-scoped endpoint gets only its brand's events; tenant-wide events (no brand) go to all.
-        if (e.brand_id && row.brand_id && e.brand_id !== row.brand_id) continue
+      for (const e of candidatesOf(row)) {
         if (!e.events.includes(row.event) && !e.events.includes(ALL_EVENTS)) continue
         body ??= deliveryBody(row.event, createdAt, { ...row.data, brand_id: row.data.brand_id ?? row.brand_id })
-        d.tenant_id.push(row.tenant_id)
-        d.endpoint_id.push(e.id)
-        d.key_id.push(e.key_id)
-        d.outbox_id.push(row.id)
-        d.event.push(row.event)
-        d.body.push(body)
+        const leased = reservation !== undefined && e.key_id === lease!.keyId && reservation.take(e.id)
+        deliveries.push({
+          id: randomUUID(),
+          tenant_id: row.tenant_id,
+          endpoint_id: e.id,
+          key_id: e.key_id,
+          outbox_id: row.id,
+          event: row.event,
+          body,
+          lease_owner: leased ? reservation.token : null,
+        })
       }
     }
-    if (d.body.length) await q.insertFanOut(tx, d, createdAt)
+    const inserted = deliveries.length ? await q.insertFanOut(tx, deliveries, createdAt, lease?.leaseMs ?? 0) : new Set<string>()
     await q.markDispatched(tx, rows.map((r) => r.id))
-    return rows.length
+    const leased: q.DeliveryRow[] = []
+    let claimable = 0
+    for (const d of deliveries) {
+      if (!inserted.has(d.id)) continue
+      if (d.lease_owner === null) {
+        claimable++
+        continue
+      }
+      leased.push({
+        ...d,
+        redelivery_of: null,
+        status: 'pending',
+        attempt_count: 0,
+        next_attempt_at: createdAt,
+        attempts: [],
+        created_at: createdAt,
+        completed_at: null,
+      })
+    }
+    return { rows: rows.length, claimable, leased }
   })
+  if (result.leased.length) lease!.loop.adopt(result.leased, reservation!)
+  return { rows: result.rows, claimable: result.claimable }
 }
 
 /** Endpoints with their secrets opened, cached briefly per process. */

@@ -148,20 +148,41 @@ export const lockOutboxBatch = (tx: Db, limit: number) => tx<OutboxRow[]>`
   select id, tenant_id, brand_id, event, data, created_at from outbox
   where dispatched_at is null order by id limit ${limit} for update skip locked`
 
-export const selectActiveEndpoints = (tx: Db, tenantIds: string[]) => tx<(Pick<EndpointRow, 'id' | 'tenant_id' | 'brand_id' | 'events'> & { key_id: string })[]>`
+export type ActiveEndpoint = Pick<EndpointRow, 'id' | 'tenant_id' | 'brand_id' | 'events'> & { key_id: string }
+
+export const selectActiveEndpoints = (tx: Db, tenantIds: string[]) => tx<ActiveEndpoint[]>`
   select id, tenant_id, brand_id, events, split_part(secret_sealed, '.', 2) as key_id
   from webhook_endpoints where active and tenant_id = any(${tenantIds}::uuid[])`
 
-export function insertFanOut(
-  tx: Db,
-  d: { tenant_id: string[]; endpoint_id: string[]; key_id: string[]; outbox_id: string[]; event: string[]; body: string[] },
-  createdAt: Date,
-) {
-  return tx`
-    insert into webhook_deliveries (tenant_id, endpoint_id, key_id, outbox_id, event, body, created_at)
-    select *, ${createdAt}::timestamptz
-    from unnest(${d.tenant_id}::uuid[], ${d.endpoint_id}::uuid[], ${d.key_id}::text[], ${d.outbox_id}::bigint[], ${d.event}::text[], ${d.body}::text[])
-    on conflict do nothing`
+export interface FanOutDelivery {
+  id: string
+  tenant_id: string
+  endpoint_id: string
+  key_id: string
+  outbox_id: string
+  event: string
+  body: string
+  /** Set: inserted already leased to this claim token (due at the lease's end); null: due at once. */
+  lease_owner: string | null
+}
+
+/**
+ * Inserts the fan-out's deliveries in one statement and returns the ids inserted (a delivery that
+ * already exists for its endpoint and outbox row is skipped). The rows go in as one JSON array rather
+ * than a text[] per column: bodies are long, and the driver escapes array elements character by character.
+ * The parameter is text cast to json: a parameter typed json would be JSON-encoded again by postgres.js.
+ */
+export async function insertFanOut(tx: Db, list: FanOutDelivery[], createdAt: Date, leaseMs: number): Promise<Set<string>> {
+  const rows = await tx<{ id: string }[]>`
+    insert into webhook_deliveries (id, tenant_id, endpoint_id, key_id, outbox_id, event, body, lease_owner, run_at, created_at)
+    select d.id, d.tenant_id, d.endpoint_id, d.key_id, d.outbox_id, d.event, d.body, d.lease_owner,
+           case when d.lease_owner is null then now() else now() + ${leaseMs} * interval '1 millisecond' end,
+           ${createdAt}::timestamptz
+    from json_to_recordset(${JSON.stringify(list)}::text::json)
+      as d(id uuid, tenant_id uuid, endpoint_id uuid, key_id text, outbox_id bigint, event text, body text, lease_owner text)
+    on conflict do nothing
+    returning id`
+  return new Set(rows.map((r) => r.id))
 }
 
 export const markDispatched = (tx: Db, ids: string[]) =>

@@ -111,4 +111,52 @@ t.test('work loop', async (t) => {
     const left = (await sql<{ left: number }[]>`select count(*)::int as left from ${sql(name)} where not done`)[0]!.left
     t.equal(left, 0)
   })
+  t.test('rows inserted already leased under a reservation are run without a claim, within the same bounds', async (t) => {
+    let release!: () => void
+    const gate = new Promise<void>((r) => (release = r))
+    const handled: { id: number; owner: string }[] = []
+    const loop = startWorkLoop<Job>({
+      name: 'adopt',
+      sql,
+      log,
+      queue,
+      leaseMs: 30_000,
+      idleIntervalMs: 20,
+      globalConcurrency: 2,
+      maxPerKey: 2,
+      maxInMemory: 3,
+      keyOf: (row) => row.k,
+      async handle(row, lease) {
+        await gate
+        handled.push({ id: row.id, owner: lease.owner })
+        await sql`update ${sql(name)} set done = true where id = ${row.id} and owner = ${lease.owner}`
+      },
+    })
+    t.teardown(() => {
+      release()
+      return loop.stop()
+    })
+    const r = loop.reserve()
+    const takes = ['a', 'a', 'a', 'b', 'b'].map((k) => ({ k, leased: r.take(k) }))
+    t.same(takes.map((x) => x.leased), [true, true, false, true, false], 'two per key, three in all')
+    t.match(r.token, new RegExp(`^${loop.owner}:`))
+    const rows = await sql<Job[]>`
+      insert into ${sql(name)} (k, n, owner, due)
+      select k, i, case when leased = 'y' then ${r.token} end, case when leased = 'y' then now() + interval '30 seconds' else now() end
+      from unnest(${takes.map((x) => x.k)}::text[], ${takes.map((x) => (x.leased ? 'y' : 'n'))}::text[]) with ordinality as x(k, leased, i)
+      returning id, k, n, owner`
+    loop.adopt(rows.filter((row) => (row as Job & { owner: string | null }).owner !== null), r)
+    t.equal(loop.pool.size, 3, 'the adopted rows are in the pool')
+    release()
+    for (let i = 0; i < 300; i++) {
+      const left = (await sql<{ left: number }[]>`select count(*)::int as left from ${sql(name)} where not done`)[0]!.left
+      if (left === 0) break
+      await sleep(20)
+    }
+    await loop.stop()
+    t.equal(handled.length, 5, 'every row done once: the three adopted and the two claimed')
+    t.equal(new Set(handled.map((h) => h.id)).size, 5)
+    t.equal(handled.filter((h) => h.owner === r.token).length, 3, 'the adopted rows ran under the reservation\'s token')
+    await sql`delete from ${sql(name)}`
+  })
 })
