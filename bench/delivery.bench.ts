@@ -1,7 +1,7 @@
 // `npm run bench -- delivery`: message delivery from enqueue to accepted, through the real engine.
 //  - in-app: BENCH_INAPP messages (default 20,000) enqueued for players with an open inbox WebSocket; a
 //    delivery counts when its WebSocket message arrives. Rate and enqueue-to-WebSocket p50/p99. Twice:
-//    enqueued one at a time (enqueueNotification, 64 in flight: what POST /notifications/send does), and
+//    enqueued one at a time (enqueueNotificationBatched, 64 in flight: what POST /notifications/send does), and
 //    in chunks of 1,000 (enqueueNotifications: what a campaign does), which leaves the dispatcher's rate.
 //  - email: BENCH_EMAILS messages (default 2,000) to a local SMTP server (smtp-server, in this process);
 //    a delivery counts when the server has the whole message. Then, in the same run, a bare nodemailer
@@ -14,7 +14,7 @@ import { SMTPServer } from 'smtp-server'
 import WebSocket from 'ws'
 import { startApp } from '../src/app.ts'
 import { loadConfig } from '../src/config.ts'
-import { enqueueNotification, enqueueNotifications } from '../src/notifications/service.ts'
+import { enqueueNotificationBatched, enqueueNotifications } from '../src/notifications/service.ts'
 import { freshDatabase, type FreshDatabase } from './fresh-database.ts'
 
 const IN_APP = Number(process.env.BENCH_INAPP ?? 20_000)
@@ -83,7 +83,7 @@ async function enqueueAll(players: string[], count: number, channel: 'in_app' | 
     while (next < count) {
       const i = next++
       const t0 = performance.now()
-      const r = await enqueueNotification(sql, app.ctx, { tenantId: tenant.id, brandId: brand.id, playerId: players[i % players.length]!, channel, content })
+      const r = await enqueueNotificationBatched(sql, app.ctx, { tenantId: tenant.id, brandId: brand.id, playerId: players[i % players.length]!, channel, content })
       started.set(r.notification.id, t0)
     }
   }))

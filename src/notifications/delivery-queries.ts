@@ -152,6 +152,9 @@ export async function selectNotification(sql: Sql, id: string): Promise<Notifica
   return row
 }
 
+export const selectByIdempotencyKeys = (sql: Sql, tenantIds: string[], keys: string[]) => sql<(NotificationRow & { idempotency_key: string })[]>`
+  select ${notificationColumns(sql)}, idempotency_key from notifications where tenant_id = any(${tenantIds}::uuid[]) and idempotency_key = any(${keys}::text[])`
+
 export async function selectByIdempotencyKey(sql: Sql, tenantId: string, key: string): Promise<NotificationRow | undefined> {
   const [row] = await sql<NotificationRow[]>`
     select ${notificationColumns(sql)} from notifications where tenant_id = ${tenantId} and idempotency_key = ${key}`
@@ -179,7 +182,9 @@ export interface NewNotification {
  * encodes each element of a jsonb[] parameter as JSON again, which would store strings, not objects. Returns the rows inserted (id, key, status); a row
  * whose idempotency key exists already is left alone and not returned.
  */
-export async function insertNotifications(sql: Sql, ns: (NewNotification & { id?: string })[]): Promise<{ id: string; idempotency_key: string | null; status: string }[]> {
+export async function insertNotifications(sql: Sql, ns: (NewNotification & { id?: string })[]): Promise<{ id: string; idempotency_key: string | null; status: string }[]>
+export async function insertNotifications(sql: Sql, ns: (NewNotification & { id?: string })[], returning: 'rows'): Promise<NotificationRow[]>
+export async function insertNotifications(sql: Sql, ns: (NewNotification & { id?: string })[], returning?: 'rows'): Promise<{ id: string; idempotency_key: string | null; status: string }[] | NotificationRow[]> {
   if (!ns.length) return []
   return sql<{ id: string; idempotency_key: string | null; status: string }[]>`
     insert into notifications (id, tenant_id, brand_id, player_id, channel, template_id, content, payload, class, campaign_id,
@@ -193,7 +198,7 @@ export async function insertNotifications(sql: Sql, ns: (NewNotification & { id?
                 ${ns.map((n) => n.status)}::text[], ${ns.map((n) => n.reason)}::text[], ${ns.map((n) => n.scheduledAt.toISOString())}::timestamptz[])
       as x(id, tenant_id, brand_id, player_id, channel, template_id, content, payload, class, campaign_id, idempotency_key, status, reason, scheduled_at)
     on conflict (tenant_id, idempotency_key) where idempotency_key is not null do nothing
-    returning id, idempotency_key, status`
+    returning ${returning === 'rows' ? notificationColumns(sql) : sql`id, idempotency_key, status`}`
 }
 
 /** Inserts, or (same idempotency key) returns undefined and leaves the existing row alone. */

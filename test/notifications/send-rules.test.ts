@@ -2,7 +2,7 @@
 // marketing, consent from consent_update events, caps counted in the player's zone, quiet hours holding
 // a message and the re-check at dispatch, the campaign enqueue's idempotency.
 import t from 'tap'
-import { enqueueNotification, campaignDeliveryStats } from '../../src/notifications/service.ts'
+import { enqueueNotification, enqueueNotificationBatched, campaignDeliveryStats } from '../../src/notifications/service.ts'
 import { startOfDay } from '../../src/lib/zoned-time.ts'
 import { startHarness } from '../helpers/harness.ts'
 import { ingest, makePlayer, send, waitForStatus } from './delivery-helpers.ts'
@@ -167,4 +167,32 @@ t.test('enqueueNotification: idempotent per key inside a caller transaction; can
   t.match(await campaignDeliveryStats(sql, campaign!.id), { delivered: 1, suppressed: 1, queued: 0 })
   const listed = await h.request('GET', '/notifications', { key: tenant.key, query: { campaign_id: campaign!.id } })
   t.equal(listed.body.data.length, 2)
+})
+
+t.test('single sends arriving together are enqueued together, each with its own result and the rules applied to it', async (t) => {
+  const tenant = await h.createTenant()
+  const active = await Promise.all(Array.from({ length: 4 }, () => makePlayer(h, tenant)))
+  const excluded = await makePlayer(h, tenant, { status: 'self_excluded' })
+  const calls = [...active, excluded, active[0]!].map((p, i) => ({ p, i }))
+  const input = (p: { id: string }, body: string, idempotencyKey?: string) =>
+    ({ tenantId: tenant.id, brandId: tenant.brand.id, playerId: p.id, channel: 'in_app' as const, content: { body }, idempotencyKey })
+  // Called in one turn of the event loop: one batch, one transaction.
+  const res = await Promise.all([
+    ...calls.map(({ p, i }) => enqueueNotificationBatched(h.app.ctx.sql, h.app.ctx, input(p, `m${i}`))),
+    enqueueNotificationBatched(h.app.ctx.sql, h.app.ctx, input(active[1]!, 'k1', 'same-key')),
+    enqueueNotificationBatched(h.app.ctx.sql, h.app.ctx, input(active[1]!, 'k2', 'same-key')),
+  ])
+  t.same(res.map((r) => r.queued), [true, true, true, true, false, true, true, true], 'the self-excluded player suppressed, the others queued')
+  t.match(res[4]!.notification, { player_id: excluded.id, status: 'suppressed', reason: 'self_excluded' })
+  t.equal(new Set(res.slice(0, calls.length).map((r) => r.notification.id)).size, calls.length, 'one notification per call')
+  const rows = await h.app.ctx.sql<{ id: string; player_id: string; content: { body: string } }[]>`
+    select id, player_id, content from notifications where tenant_id = ${tenant.id}`
+  t.equal(rows.length, calls.length + 1)
+  for (const [k, { p }] of calls.entries()) {
+    const row = rows.find((x) => x.id === res[k]!.notification.id)
+    t.same([row?.player_id, row?.content.body], [p.id, `m${k}`], `call ${k} got its own notification`)
+  }
+  t.same([res[6]!.created, res[7]!.created], [true, false], 'one idempotency key, one notification')
+  t.equal(res[7]!.notification.id, res[6]!.notification.id)
+  for (const r of res.filter((x) => x.queued)) await waitForStatus(h, tenant, r.notification.id, ['delivered'])
 })
