@@ -48,7 +48,7 @@ const QUEUE: QueueTable = {
  * Messages in hand at once per brand and channel (an SMTP pool's connections, a bot's parallel calls). An
  * in-app delivery is only database work, done in batches: its limit is the batch size.
  */
-const PER_KEY: Record<Channel, number> = { email: 16, telegram: 8, push: 16, in_app: 256 }
+const PER_KEY: Record<Channel, number> = { email: 16, telegram: 8, push: 16, in_app: 512 }
 /** Messages per check or outcome transaction. */
 const BATCH_SIZE = 256
 const LEASE_MS = 60_000
@@ -327,8 +327,8 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
     return items.map(() => undefined)
   }
 
-  const preparing = createBatcher<Claimed, Prepared | null>({ run: prepareMany, maxSize: BATCH_SIZE, concurrency: 2 })
-  const recording = createBatcher<Claimed & { prepared: Prepared; outcome: Outcome }, void>({ run: recordMany, maxSize: BATCH_SIZE, concurrency: 2 })
+  const preparing = createBatcher<Claimed, Prepared | null>({ run: prepareMany, maxSize: BATCH_SIZE, concurrency: 4 })
+  const recording = createBatcher<Claimed & { prepared: Prepared; outcome: Outcome }, void>({ run: recordMany, maxSize: BATCH_SIZE, concurrency: 4 })
 
   async function handle(row: QueueRow, lease: Lease) {
     const prepared = await preparing.add({ row, lease })
@@ -353,9 +353,9 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
     handle,
     leaseMs: LEASE_MS,
     perKeyConcurrency: (key) => PER_KEY[key.slice(0, key.indexOf(':')) as Channel] ?? 4,
-    globalConcurrency: 512,
+    globalConcurrency: 1024,
     maxPerKey: 512,
-    maxInMemory: 1024,
+    maxInMemory: 2048,
     idleIntervalMs: 500,
     // Depth, oldest due message's age and attempts on /metrics (queue "delivery").
     metrics: ctx.metrics,
