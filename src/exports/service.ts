@@ -120,7 +120,9 @@ async function eventsPage(deps: Deps, input: Input, position: Record<string, unk
       SELECT max(seq) FROM (
         SELECT seq FROM events WHERE ${SCOPE} AND seq > {after:UInt64} AND seq < {below:UInt64} ${types}
         ORDER BY seq LIMIT {limit:UInt32}))
-    ORDER BY seq`, params)
+    ORDER BY seq
+    -- A page reads a few granules: one thread, without the setup of a parallel read (21 → 16 ms a page on chDB).
+    SETTINGS max_threads = 1`, params)
   const last = rows[rows.length - 1]
   if (!last) return { rows: [], next: undefined }
   return {
