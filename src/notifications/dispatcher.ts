@@ -48,7 +48,7 @@ const QUEUE: QueueTable = {
  * Messages in hand at once per brand and channel (an SMTP pool's connections, a bot's parallel calls). An
  * in-app delivery is only database work, done in batches: its limit is the batch size.
  */
-const PER_KEY: Record<Channel, number> = { email: 16, telegram: 8, push: 16, in_app: 512 }
+const PER_KEY: Record<Channel, number> = { email: 64, telegram: 8, push: 16, in_app: 512 }
 /** Messages per check or outcome transaction. */
 const BATCH_SIZE = 256
 const LEASE_MS = 60_000
