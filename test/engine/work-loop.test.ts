@@ -22,6 +22,11 @@ t.test('work loop', async (t) => {
   await sql`create table ${sql(name)} (id serial primary key, k text not null, n int not null, due timestamptz not null default now(), owner text, done_by text[] not null default '{}', done boolean not null default false)`
   t.teardown(() => sql`drop table if exists ${sql(name)}`)
   const queue: QueueTable = { table: name, keyColumn: 'k', dueColumn: 'due', ownerColumn: 'owner', where: (s) => s`not done` }
+  const notDone = async () => (await sql<{ left: number }[]>`select count(*)::int as left from ${sql(name)} where not done`)[0]!.left
+  /** Waits (up to ~6 s) until every row of the table is done. */
+  const untilAllDone = async () => {
+    for (let i = 0; i < 300 && (await notDone()) > 0; i++) await sleep(20)
+  }
 
   t.test('rows are claimed when due, leased, and done exactly once over two loops', async (t) => {
     await sql`insert into ${sql(name)} (k, n) select 'key' || (i % 7), i from generate_series(1, 300) i`
@@ -102,14 +107,9 @@ t.test('work loop', async (t) => {
     const held = (await sql<{ held: number }[]>`select count(*)::int as held from ${sql(name)} where k = 'busy' and owner is not null`)[0]!.held
     t.ok(held <= 21, `busy rows claimed: ${held}`)
     release()
-    for (let i = 0; i < 300; i++) {
-      const left = (await sql<{ left: number }[]>`select count(*)::int as left from ${sql(name)} where not done`)[0]!.left
-      if (left === 0) break
-      await sleep(20)
-    }
+    await untilAllDone()
     await loop.stop()
-    const left = (await sql<{ left: number }[]>`select count(*)::int as left from ${sql(name)} where not done`)[0]!.left
-    t.equal(left, 0)
+    t.equal(await notDone(), 0)
   })
   t.test('rows inserted already leased under a reservation are run without a claim, within the same bounds', async (t) => {
     let release!: () => void
@@ -148,11 +148,7 @@ t.test('work loop', async (t) => {
     loop.adopt(rows.filter((row) => (row as Job & { owner: string | null }).owner !== null), r)
     t.equal(loop.pool.size, 3, 'the adopted rows are in the pool')
     release()
-    for (let i = 0; i < 300; i++) {
-      const left = (await sql<{ left: number }[]>`select count(*)::int as left from ${sql(name)} where not done`)[0]!.left
-      if (left === 0) break
-      await sleep(20)
-    }
+    await untilAllDone()
     await loop.stop()
     t.equal(handled.length, 5, 'every row done once: the three adopted and the two claimed')
     t.equal(new Set(handled.map((h) => h.id)).size, 5)
