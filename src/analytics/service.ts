@@ -171,21 +171,28 @@ export async function revenue(deps: Deps, scope: Scope, input: { dimension: Reve
     }).sort(byKeyOrder)
   }
   // game, provider, category: carried by the game events themselves; bonus costs and deposits carry none.
-  // Grouped by (key, currency) for the money and by key alone for the distinct players, as above.
+  // Two reads side by side: the money by (key, currency), and the distinct players by key alone. One
+  // query with GROUPING SETS would also count distinct players per (key, currency), which nobody reads
+  // and which cost more than the rest together (448 → ~200 ms at 3M events).
   if (from !== undefined) params.from = from
-  const rows = await chQuery<{ key: string; currency: string; g: number; players: string } & Record<'bets' | 'wins' | 'bet_rollbacks' | 'win_rollbacks', string>>(deps.ch, `
-    SELECT ${dimension} AS key, currency, grouping(currency) AS g, toString(uniqExact(player_id)) AS players,
-      sumIf(amount, event_type = 'bet') AS bets, sumIf(amount, event_type = 'win') AS wins,
-      sumIf(amount, event_type = 'bet_rollback') AS bet_rollbacks, sumIf(amount, event_type = 'win_rollback') AS win_rollbacks
-    FROM events WHERE ${SCOPE} AND event_type IN (${GAME_TYPES_SQL}) ${from !== undefined ? `AND event_time >= ${at('from')}` : ''}
-    GROUP BY GROUPING SETS ((key, currency), (key))`, scope, params)
+  const where = `WHERE ${SCOPE} AND event_type IN (${GAME_TYPES_SQL}) ${from !== undefined ? `AND event_time >= ${at('from')}` : ''}`
+  const [money, players] = await Promise.all([
+    chQuery<{ key: string; currency: string } & Record<'bets' | 'wins' | 'bet_rollbacks' | 'win_rollbacks', string>>(deps.ch, `
+      SELECT ${dimension} AS key, currency,
+        sumIf(amount, event_type = 'bet') AS bets, sumIf(amount, event_type = 'win') AS wins,
+        sumIf(amount, event_type = 'bet_rollback') AS bet_rollbacks, sumIf(amount, event_type = 'win_rollback') AS win_rollbacks
+      FROM events ${where} GROUP BY key, currency`, scope, params),
+    chQuery<{ key: string; players: string }>(deps.ch, `
+      SELECT ${dimension} AS key, toString(uniqExact(player_id)) AS players FROM events ${where} GROUP BY key`, scope, params),
+  ])
   const byGame = new Map<string, { players: number; bets: MoneyMap; wins: MoneyMap; bet_rollbacks: MoneyMap; win_rollbacks: MoneyMap }>()
-  for (const r of rows) {
-    let e = byGame.get(r.key)
-    if (!e) byGame.set(r.key, (e = { players: 0, bets: new MoneyMap(), wins: new MoneyMap(), bet_rollbacks: new MoneyMap(), win_rollbacks: new MoneyMap() }))
-    if (Number(r.g) === 1) e.players = Number(r.players)
-    else for (const k of ['bets', 'wins', 'bet_rollbacks', 'win_rollbacks'] as const) e[k].add(r.currency, r[k])
+  const entry = (key: string) => {
+    let e = byGame.get(key)
+    if (!e) byGame.set(key, (e = { players: 0, bets: new MoneyMap(), wins: new MoneyMap(), bet_rollbacks: new MoneyMap(), win_rollbacks: new MoneyMap() }))
+    return e
   }
+  for (const r of money) for (const k of ['bets', 'wins', 'bet_rollbacks', 'win_rollbacks'] as const) entry(r.key)[k].add(r.currency, r[k])
+  for (const r of players) entry(r.key).players = Number(r.players)
   return [...byGame].map(([key, m]) => (
     { key: key || null, players: m.players, bets: m.bets.toJSON(), wins: m.wins.toJSON(), ggr: ggrOf(m).toJSON(), ngr: null as Money | null, deposits: {} as Money }
   )).sort(byKeyOrder)
