@@ -260,23 +260,20 @@ export async function fanOut(ctx: Pick<AppContext, 'sql'>, limit: number, lease?
     const rows = await q.lockOutboxBatch(tx, limit)
     if (!rows.length) return { rows: 0, claimable: 0, leased: [] as q.DeliveryRow[] }
     const tenants = [...new Set(rows.map((r) => r.tenant_id))]
-    // The candidates of a row: its tenant's endpoints scoped to its brand, and the tenant-wide ones (a
-    // brand-scoped endpoint gets only its brand's events; tenant-wide events, without a brand, go to all).
-    const byScope = new Map<string, q.ActiveEndpoint[]>()
-    const tenantWide = new Map<string, q.ActiveEndpoint[]>()
-    const scoped = new Map<string, q.ActiveEndpoint[]>()
+    // A row's candidates, worked out once per (tenant, brand) of the batch: a brand-scoped endpoint gets
+    // only its brand's events; tenant-wide events (no brand) go to all of the tenant's endpoints.
+    const byTenant = new Map<string, q.ActiveEndpoint[]>()
     for (const e of await q.selectActiveEndpoints(tx, tenants)) {
-      const group = e.brand_id ? scoped : tenantWide
-      const key = e.brand_id ? `${e.tenant_id}/${e.brand_id}` : e.tenant_id
-      group.set(key, [...(group.get(key) ?? []), e])
+      const list = byTenant.get(e.tenant_id)
+      if (list) list.push(e)
+      else byTenant.set(e.tenant_id, [e])
     }
+    const byScope = new Map<string, q.ActiveEndpoint[]>()
     const candidatesOf = (row: q.OutboxRow): q.ActiveEndpoint[] => {
       const key = `${row.tenant_id}/${row.brand_id ?? ''}`
       let list = byScope.get(key)
       if (!list) {
-        const wide = tenantWide.get(row.tenant_id) ?? []
-        if (row.brand_id) list = [...wide, ...(scoped.get(`${row.tenant_id}/${row.brand_id}`) ?? [])]
-        else list = [...wide, ...[...scoped].filter(([k]) => k.startsWith(`${row.tenant_id}/`)).flatMap(([, l]) => l)]
+        list = (byTenant.get(row.tenant_id) ?? []).filter((e) => !e.brand_id || !row.brand_id || e.brand_id === row.brand_id)
         byScope.set(key, list)
       }
       return list
