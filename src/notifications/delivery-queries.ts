@@ -152,8 +152,12 @@ export async function selectNotification(sql: Sql, id: string): Promise<Notifica
   return row
 }
 
-export const selectByIdempotencyKeys = (sql: Sql, tenantIds: string[], keys: string[]) => sql<(NotificationRow & { idempotency_key: string })[]>`
-  select ${notificationColumns(sql)}, idempotency_key from notifications where tenant_id = any(${tenantIds}::uuid[]) and idempotency_key = any(${keys}::text[])`
+/** The notifications of idempotency keys: in full, or ('ids') id and status only. */
+export const selectByIdempotencyKeys = (sql: Sql, tenantIds: string[], keys: string[], returning: 'rows' | 'ids' = 'rows') => sql<
+  ({ id: string; status: string; tenant_id: string; idempotency_key: string } & Partial<NotificationRow>)[]
+>`
+  select ${returning === 'rows' ? notificationColumns(sql) : sql`id, status, tenant_id`}, idempotency_key from notifications
+  where tenant_id = any(${tenantIds}::uuid[]) and idempotency_key = any(${keys}::text[])`
 
 export async function selectByIdempotencyKey(sql: Sql, tenantId: string, key: string): Promise<NotificationRow | undefined> {
   const [row] = await sql<NotificationRow[]>`

@@ -188,16 +188,37 @@ export function enqueueNotificationBatched(sql: dq.Sql, ctx: EnqueueContext, inp
 
 /** Single enqueues arriving together, on one transaction: each result as enqueueNotification's. */
 async function enqueueTogether(sql: dq.Sql, ctx: EnqueueContext, inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
+  const stored = await enqueueMany(sql, ctx, inputs, 'rows')
+  return stored.map(({ row, created }) => {
+    // 'rows': every row read back in full.
+    const full = row as dq.NotificationRow
+    return { notification: dq.notificationOut(full), queued: full.status !== 'suppressed', created }
+  })
+}
+
+/**
+ * The batch enqueue of both batch paths: the rules checked for all inputs in a few queries (they do not
+ * count towards each other's caps, as at a single enqueue: only sent messages count), one insert, the
+ * rows of idempotency keys that already had a notification read back, one NOTIFY. `returning` says
+ * whether the rows come back in full (for the API's answer) or as id and status (a campaign chunk).
+ */
+async function enqueueMany(
+  sql: dq.Sql,
+  ctx: EnqueueContext,
+  inputs: (EnqueueInput & { id?: string })[],
+  returning: 'rows' | 'ids',
+): Promise<{ row: { id: string; status: string }; created: boolean }[]> {
   const now = ctx.clock()
-  // As at a single enqueue, the messages do not count towards each other's caps (only sent ones count).
   const checked = await checkSends(sql, inputs.map((i) => ({ playerId: i.playerId, brandId: i.brandId, channel: i.channel, class: i.class ?? 'marketing', campaignId: i.campaignId ?? null })), now)
-  const rows = inputs.map((input, k) => ({ id: randomUUID(), ...newNotification(input, checked[k]!.decision, now) }))
-  const inserted = new Map((await dq.insertNotifications(sql, rows, 'rows')).map((r) => [r.id, r]))
-  // Keys that named an existing notification (or one inserted earlier in this batch) keep it.
+  const rows = inputs.map((input, k) => ({ id: input.id ?? randomUUID(), ...newNotification(input, checked[k]!.decision, now) }))
+  const inserted = new Map<string, { id: string; status: string }>(
+    (returning === 'rows' ? await dq.insertNotifications(sql, rows, 'rows') : await dq.insertNotifications(sql, rows)).map((r) => [r.id, r]),
+  )
+  // Keys that named an existing notification (a retry after a crash, or a key twice in one batch) keep it.
   const lost = inputs.filter((_, k) => !inserted.has(rows[k]!.id))
-  const existing = new Map<string, dq.NotificationRow>()
+  const existing = new Map<string, { id: string; status: string }>()
   if (lost.length) {
-    const found = await dq.selectByIdempotencyKeys(sql, distinct(lost.map((i) => i.tenantId)), lost.map((i) => i.idempotencyKey as string))
+    const found = await dq.selectByIdempotencyKeys(sql, distinct(lost.map((i) => i.tenantId)), lost.map((i) => i.idempotencyKey as string), returning)
     for (const r of found) existing.set(`${r.tenant_id}:${r.idempotency_key}`, r)
   }
   if ([...inserted.values()].some((r) => r.status === 'queued')) {
@@ -207,9 +228,9 @@ async function enqueueTogether(sql: dq.Sql, ctx: EnqueueContext, inputs: Enqueue
   return inputs.map((input, k) => {
     const own = inserted.get(rows[k]!.id)
     const row = own ?? existing.get(`${input.tenantId}:${input.idempotencyKey}`)
-    if (!row) throw new Error('notification idempotency key conflict without a row')
-    if (own && own.status === 'suppressed') ctx.metrics?.outcome('message', 'suppressed', input.channel)
-    return { notification: dq.notificationOut(row), queued: row.status !== 'suppressed', created: own !== undefined }
+    if (!row) throw new Error(`notification ${input.idempotencyKey} neither inserted nor found`)
+    if (own?.status === 'suppressed') ctx.metrics?.outcome('message', 'suppressed', input.channel)
+    return { row, created: own !== undefined }
   })
 }
 
@@ -245,32 +266,7 @@ export async function enqueueNotifications(
   inputs: (EnqueueInput & { idempotencyKey: string; id?: string })[],
 ): Promise<{ id: string; queued: boolean }[]> {
   if (!inputs.length) return []
-  const now = ctx.clock()
-  const checked = await checkSends(sql, inputs.map((i) => ({ playerId: i.playerId, brandId: i.brandId, channel: i.channel, class: i.class ?? 'marketing', campaignId: i.campaignId ?? null })), now)
-  const rows: (dq.NewNotification & { id?: string })[] = inputs.map((input, k) => ({ id: input.id, ...newNotification(input, checked[k]!.decision, now) }))
-  const inserted = await dq.insertNotifications(sql, rows)
-  const byKey = new Map(inserted.map((r) => [r.idempotency_key as string, r]))
-  const missing = inputs.filter((i) => !byKey.has(i.idempotencyKey)).map((i) => i.idempotencyKey)
-  if (missing.length) {
-    // Enqueued before (a retry after a crash): the first notification stands.
-    const existing = await sql<{ id: string; idempotency_key: string; status: string }[]>`
-      select id, idempotency_key, status from notifications
-      where tenant_id = any(${[...new Set(inputs.map((i) => i.tenantId))]}::uuid[]) and idempotency_key = any(${missing}::text[])`
-    for (const r of existing) byKey.set(r.idempotency_key, r)
-  }
-  if (inserted.some((r) => r.status === 'queued')) {
-    await sql`select pg_notify(${DELIVERY_CHANNEL}, '')`
-    ctx.delivery?.wake()
-  }
-  if (ctx.metrics) {
-    const channelOf = new Map(rows.map((n) => [n.idempotencyKey, n.channel]))
-    for (const r of inserted) if (r.status === 'suppressed') ctx.metrics.outcome('message', 'suppressed', channelOf.get(r.idempotency_key)!)
-  }
-  return inputs.map((i) => {
-    const r = byKey.get(i.idempotencyKey)
-    if (!r) throw new Error(`notification ${i.idempotencyKey} neither inserted nor found`)
-    return { id: r.id, queued: r.status !== 'suppressed' }
-  })
+  return (await enqueueMany(sql, ctx, inputs, 'ids')).map(({ row }) => ({ id: row.id, queued: row.status !== 'suppressed' }))
 }
 
 /** The NOTIFY channel that wakes the dispatchers of every process when a notification is queued. */
