@@ -22,6 +22,11 @@ export interface ClickHouse {
   sinkId: string
   /** SELECT returning rows (JSONEachRow). Bind user values with {name:Type} placeholders only. */
   query<T = Record<string, unknown>>(sql: string, params?: Params): Promise<T[]>
+  /**
+   * SELECT returning each row as a line of TabSeparatedRaw text (values unescaped, tab-separated): for
+   * rows the query formats itself, e.g. the JSON text of exports. No value may hold a tab or newline.
+   */
+  queryLines(sql: string, params?: Params): Promise<string[]>
   /** DDL or other statements without a result. */
   command(sql: string, params?: Params): Promise<void>
   /**
@@ -84,6 +89,13 @@ async function openServer(url: string, log: Logger): Promise<ClickHouse> {
         return rs.json<T>()
       })
     },
+    queryLines(sql: string, params?: Params) {
+      const query_id = nextQueryId()
+      return run('query', query_id, async () => {
+        const rs = await client.query({ query: sql, query_params: params, format: 'TabSeparatedRaw', query_id })
+        return lines(await rs.text())
+      })
+    },
     command(sql: string, params?: Params) {
       const query_id = nextQueryId()
       return run('command', query_id, async () => {
@@ -142,6 +154,14 @@ async function openChdb(dataDir: string, log: Logger): Promise<ClickHouse> {
         return parseJsonEachRow<T>(result.text())
       })
     },
+    queryLines(sql: string, params?: Params) {
+      return run('query', async () => {
+        const result = params
+          ? await session.queryBindAsync(sql, params, { format: 'TabSeparatedRaw' })
+          : await session.queryAsync(sql, { format: 'TabSeparatedRaw' })
+        return lines(result.text())
+      })
+    },
     command(sql: string, params?: Params) {
       return run('command', async () => {
         if (params) await session.queryBindAsync(sql, params, { format: 'TSV' })
@@ -177,6 +197,12 @@ async function openChdb(dataDir: string, log: Logger): Promise<ClickHouse> {
       session.close()
     },
   }
+}
+
+const lines = (text: string): string[] => {
+  const out = text.split('\n')
+  if (out[out.length - 1] === '') out.pop()
+  return out
 }
 
 /** A random id kept in the chDB data directory: names this embedded ClickHouse across restarts. */

@@ -5,6 +5,7 @@
 // Every process runs it (hourly); dropping a partition already gone is a no-op.
 import type { BackgroundService } from '../app.ts'
 import type { AppContext } from '../context.ts'
+import { bumpExportEpoch } from './spool.ts'
 
 const EVERY_MS = 60 * 60 * 1000
 const DAY_MS = 24 * 60 * 60 * 1000
@@ -29,6 +30,8 @@ export async function dropExpiredPartitions(ctx: AppContext, days: number, now =
   const expired = expiredPartitions(rows.map((r) => String(r.partition)), days, now)
   // The partition id is six digits (checked above): safe to write into the statement.
   for (const p of expired) await ctx.ch.command(`ALTER TABLE events DROP PARTITION ID '${p}'`)
+  // Export pages read ahead before the drop are not served any more (src/exports/service.ts).
+  if (expired.length) await bumpExportEpoch(ctx.sql, ctx.ch.sinkId)
   if (expired.length) ctx.log.info({ partitions: expired, retentionDays: days }, 'event retention: dropped partitions')
   return expired
 }

@@ -345,13 +345,23 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
  * will never be there. Rows get their seq in a committed claim before their insert and leave the spool
  * only after it returned, so the smallest seq_base still spooled (set-aside rows excluded: ClickHouse
  * stored nothing of them, and they get a new seq if put back) bounds what may still appear; without one,
- * the counter does. One statement, one snapshot. Read it BEFORE querying ClickHouse.
+ * the counter does. One statement, one snapshot. Read it BEFORE querying ClickHouse. With it, the sink's
+ * epoch (bumpExportEpoch).
  */
-export async function exportWatermark(sql: Sql, sink: string): Promise<number> {
-  const [row] = await sql<{ w: string | null }[]>`
+export async function exportWatermark(sql: Sql, sink: string): Promise<{ watermark: number; epoch: string }> {
+  const [row] = await sql<{ w: string | null; e: string | null }[]>`
     select least(
       (select next from export_seq where sink = ${sink}),
       (select min(seq_base) from event_spool where sink = ${sink} and seq_base is not null and quarantined_at is null)
-    )::text as w`
-  return row?.w ? Number(row.w) : 0
+    )::text as w,
+    (select epoch from export_seq where sink = ${sink})::text as e`
+  return { watermark: row?.w ? Number(row.w) : 0, epoch: row?.e ?? '0' }
+}
+
+/**
+ * After a change to events already in ClickHouse (an erasure's rewrite, a retention drop): exports stop
+ * serving pages read before it (sql/0130, src/exports/service.ts).
+ */
+export async function bumpExportEpoch(sql: Sql, sink: string): Promise<void> {
+  await sql`update export_seq set epoch = epoch + 1 where sink = ${sink}`
 }

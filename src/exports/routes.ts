@@ -1,5 +1,5 @@
 import Type from 'typebox'
-import { defineRoute, type RouteDef } from '../http/route.ts'
+import { defineRoute, reply, type RouteDef } from '../http/route.ts'
 import { FreeObject, Nullable } from '../lib/schemas.ts'
 import { DATASETS, exportPage } from './service.ts'
 
@@ -25,7 +25,8 @@ export const exportRoutes: RouteDef[] = [
     params: ExportParams, query: ExportQuery, responses: { 200: ExportPage },
     handler: async (ctx, req) => {
       const brand = await req.resolveBrand()
-      return exportPage(ctx, { tenantId: req.principal.tenantId, brandId: brand.id, dataset: req.params.dataset, cursor: req.query.cursor, limit: req.query.limit ?? 200 })
+      // The page arrives as JSON text (its event rows are made by ClickHouse).
+      return reply(200, await exportPage(ctx, { tenantId: req.principal.tenantId, brandId: brand.id, dataset: req.params.dataset, cursor: req.query.cursor, limit: req.query.limit ?? 200 }))
     },
   }),
 ]

@@ -89,6 +89,19 @@ t.test('events and transactions: fields, insertion order, pages, incremental syn
   t.equal((await page(key, 'events')).data.length, 6)
 })
 
+t.test('a brand whose rows are far apart in the sink: no page comes back empty while rows remain', async (t) => {
+  const sparse = await h.createTenant()
+  const busy = await h.createTenant()
+  await ingest(sparse.key, [{ event_id: 'far-1', player_id: 'f1', event_type: 'login' }])
+  await waitFor(() => drain(sparse.key, 'events', undefined, 1), (r) => r.rows.length === 1)
+  // Hundreds of other rows in between, in their own flushes.
+  for (let i = 0; i < 6; i++) await ingest(busy.key, Array.from({ length: 100 }, (_, k) => ({ player_id: `b${k}`, event_type: 'login' })))
+  await waitFor(() => drain(busy.key, 'events', undefined, 1000), (r) => r.rows.length === 600)
+  await ingest(sparse.key, [{ event_id: 'far-2', player_id: 'f1', event_type: 'login' }])
+  const all = await waitFor(() => drain(sparse.key, 'events', undefined, 1), (r) => r.rows.length === 2)
+  t.same(all.rows.map((r) => r.event_id), ['far-1', 'far-2'])
+})
+
 t.test('players: creation order, record and profile, incremental', async (t) => {
   const t2 = await h.createTenant()
   for (const id of ['a', 'b', 'c']) await h.request('POST', '/players', { key: t2.key, body: { external_id: id, email: `${id}@example.com`, currency: 'USD' } })
@@ -98,8 +111,14 @@ t.test('players: creation order, record and profile, incremental', async (t) => 
   t.match(all.rows[0], { external_id: 'a', email: 'a@example.com', status: 'active', metadata: {}, profile: { currency: 'USD', language: 'en' } })
   t.match(all.rows[3], { external_id: 'd', profile: { event_count: 1, currency: 'EUR', totals_by_currency: { USD: { deposit_count: 1 } } } })
   t.notOk('tenant_id' in (all.rows[0]?.profile as object), 'no internal ids in the profile')
+  const a = (await h.request('GET', `/players/${all.rows[0]?.id}`, { key: t2.key })).body.data
+  t.same([all.rows[0]?.created_at, all.rows[0]?.updated_at], [a.created_at, a.updated_at], 'times as the player record gives them')
+  t.same(Object.keys(all.rows[0] as object), ['id', 'external_id', 'email', 'phone', 'status', 'metadata', 'created_at', 'updated_at', 'profile'])
   await h.request('POST', '/players', { key: t2.key, body: { external_id: 'e' } })
-  t.same((await drain(t2.key, 'players', all.cursor, 10)).rows.map((r) => r.external_id), ['e'])
+  // A page reads players created before the oldest transaction then running (playersPage): another
+  // process's transaction may hold 'e' back for a moment, never skip it.
+  const later = await waitFor(() => drain(t2.key, 'players', all.cursor, 10), (r) => r.rows.length > 0)
+  t.same(later.rows.map((r) => r.external_id), ['e'])
 })
 
 t.test('cursors: signed, and bound to tenant, brand and dataset', async (t) => {
