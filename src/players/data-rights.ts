@@ -18,6 +18,7 @@ import type { AppContext } from '../context.ts'
 import type { Sql } from '../db/postgres.ts'
 import { notFound } from '../errors.ts'
 import { EVENT_COLUMNS } from '../events/event-rows.ts'
+import { bumpExportEpoch } from '../events/spool.ts'
 import { tableQueueProbe } from '../lib/metrics.ts'
 import { insertOutbox } from '../lib/outbox.ts'
 import { visibleTo, type Visibility } from '../lib/visibility.ts'
@@ -208,6 +209,37 @@ async function claimJob(sql: Sql, sink: string): Promise<JobRow | undefined> {
   return row
 }
 
+/** The rollups keyed by player (clickhouse/0010): each `<name>_mv` fills `<name>` from events. */
+const PLAYER_ROLLUPS = ['rollup_player_buckets', 'rollup_player_totals', 'rollup_player_months', 'rollup_players']
+
+/** A player's rows in the per-player rollups, gone (`player`: the placeholder of the original id or the token). */
+async function deletePlayerRollups(ctx: AppContext, params: Record<string, unknown>, player: string): Promise<void> {
+  for (const table of PLAYER_ROLLUPS) {
+    await ctx.ch.command(`ALTER TABLE ${table} DELETE WHERE tenant_id = {tenant:UUID} AND brand_id = {brand:UUID} AND player_id = ${player} SETTINGS mutations_sync = 2`, params)
+  }
+}
+
+/**
+ * Events of the external id received after the erasure's cutoff (a new player with the same id) stay, and
+ * deleting the id's rollup rows removed their share too: rebuilt from them with each view's own query
+ * (system.tables.as_select). None in the usual case. An event of that id stored while this runs could be
+ * counted twice: the window is these few statements, for an id just erased.
+ */
+async function rebuildPlayerRollups(ctx: AppContext, params: Record<string, unknown>): Promise<void> {
+  const [left] = await ctx.ch.query<{ n: string }>(
+    'SELECT toString(count()) AS n FROM events WHERE tenant_id = {tenant:UUID} AND brand_id = {brand:UUID} AND player_id = {ext:String}', params)
+  if (!left || left.n === '0') return
+  for (const table of PLAYER_ROLLUPS) {
+    const [view] = await ctx.ch.query<{ q: string }>('SELECT as_select AS q FROM system.tables WHERE database = currentDatabase() AND name = {v:String}', { v: `${table}_mv` })
+    const columns = (await ctx.ch.query<{ c: string }>(
+      'SELECT name AS c FROM system.columns WHERE database = currentDatabase() AND table = {t:String} ORDER BY position', { t: table })).map((r) => `\`${r.c}\``).join(', ')
+    if (!view?.q || !columns) throw new Error(`rollup ${table}: view or columns not found`)
+    await ctx.ch.command(
+      `INSERT INTO ${table} (${columns}) SELECT ${columns} FROM (${view.q}) WHERE tenant_id = {tenant:UUID} AND brand_id = {brand:UUID} AND player_id = {ext:String} SETTINGS insert_deduplicate = 0`,
+      params)
+  }
+}
+
 /** One job's ClickHouse part, from the stage it reached. Every stage can run again after a crash. */
 async function runJob(ctx: AppContext, job: JobRow): Promise<void> {
   const params = {
@@ -225,14 +257,22 @@ async function runJob(ctx: AppContext, job: JobRow): Promise<void> {
     // Copies a crashed earlier attempt left are removed, then the copy is made whole. Never deduplicated
     // as a repeat of that earlier insert (it would be dropped silently).
     await ctx.ch.command(`ALTER TABLE events DELETE WHERE tenant_id = {tenant:UUID} AND brand_id = {brand:UUID} AND player_id = {token:String} SETTINGS mutations_sync = 2`, params)
+    await deletePlayerRollups(ctx, params, '{token:String}')
+    // Marked as copies: rollup_buckets keeps the originals' figures and skips them (clickhouse/0011); the
+    // per-player rollups take them under the token.
     await ctx.ch.command(
-      `INSERT INTO events (${COLUMNS.join(', ')}) SELECT ${COLUMNS.map((c) => (c === 'player_id' ? '{token:String}' : c === 'raw' ? SCRUBBED_RAW : c)).join(', ')} ` +
+      `INSERT INTO events (${COLUMNS.join(', ')}, erasure_copy) SELECT ${COLUMNS.map((c) => (c === 'player_id' ? '{token:String}' : c === 'raw' ? SCRUBBED_RAW : c)).join(', ')}, 1 ` +
         `FROM events WHERE ${PLAYER_EVENTS} SETTINGS insert_deduplicate = 0`,
       params,
     )
+    // Export pages read ahead before the copy are not served any more (src/exports/service.ts).
+    await bumpExportEpoch(ctx.sql, ctx.ch.sinkId)
     await ctx.sql`update player_erasures set state = 'deleting', updated_at = now() where id = ${job.id}`
   }
   await ctx.ch.command(`ALTER TABLE events DELETE WHERE ${PLAYER_EVENTS} SETTINGS mutations_sync = 2`, params)
+  await deletePlayerRollups(ctx, params, '{ext:String}')
+  await rebuildPlayerRollups(ctx, params)
+  await bumpExportEpoch(ctx.sql, ctx.ch.sinkId)
   await ctx.sql.begin(async (tx) => {
     const [done] = await tx<{ finished_at: Date }[]>`
       update player_erasures set state = 'done', external_id = null, token = null, lease_until = null, last_error = null,
@@ -329,7 +369,7 @@ export async function exportPlayer(ctx: AppContext, v: Visibility & { playerId: 
     let first = true
     for (;;) {
       const rows = await ch.query<Record<string, unknown> & { seq: string | number }>(
-        `SELECT * EXCEPT (tenant_id, brand_id) FROM events WHERE tenant_id = {tenant:UUID} AND brand_id = {brand:UUID} ` +
+        `SELECT * EXCEPT (tenant_id, brand_id, erasure_copy) FROM events WHERE tenant_id = {tenant:UUID} AND brand_id = {brand:UUID} ` +
           `AND player_id = {ext:String} AND seq > {after:Int64} ORDER BY seq LIMIT ${EVENT_PAGE}`,
         { tenant: subject.tenantId, brand: subject.brandId, ext: subject.externalId, after },
       )

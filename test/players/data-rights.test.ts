@@ -135,6 +135,71 @@ t.test('erasure: PostgreSQL at once, ClickHouse pseudonymised in the background,
   t.match(audit, [{ actor: 'key', action: 'erasePlayer', before: null, after: null }])
 })
 
+t.test('analytics figures are the same after an erasure (rollups included)', async (t) => {
+  const tenant = await h.createTenant()
+  const keep = await personalPlayer(h, tenant.key)
+  const p = await personalPlayer(h, tenant.key)
+  const routes = [
+    '/analytics/revenue?dimension=country', '/analytics/revenue?dimension=device', '/analytics/revenue?dimension=game', '/analytics/timeseries',
+    '/analytics/cohorts', '/reports/run?metric=deposits&dimension=day', '/reports/run?metric=players&dimension=day', '/reports/run?metric=players&dimension=country',
+  ]
+  const figures = async () => {
+    const out: Record<string, unknown> = {}
+    for (const r of routes) {
+      const res = await h.request('GET', r, { key: tenant.key })
+      if (res.status !== 200) throw new Error(`${r}: ${res.status} ${res.text}`)
+      out[r] = res.body.data
+    }
+    const summary = (await h.request('GET', '/analytics/summary', { key: tenant.key })).body.data
+    out.summary = { deposits: summary.deposits, bets: summary.bets, ggr: summary.ggr, depositors: summary.depositors, ftd_count: summary.ftd_count }
+    return out
+  }
+  const before = await figures()
+  t.match(before['/analytics/revenue?dimension=country'], [{ key: 'IT', players: 2, deposits: { EUR: 51 } }])
+  const res = await h.request('DELETE', `/players/${p.id}`, { key: tenant.key })
+  t.equal(res.status, 202)
+  await waitFor(async () => {
+    const r = await h.request('GET', `/players/${p.id}/erasure`, { key: tenant.key })
+    return r.body.data?.status === 'completed' ? true : undefined
+  })
+  const after = await figures()
+  for (const r of Object.keys(before)) t.same(after[r], before[r], r)
+  t.ok(keep.id)
+})
+
+t.test('an export page read ahead before an erasure is not served after it', async (t) => {
+  const tenant = await h.createTenant()
+  const keep = await personalPlayer(h, tenant.key)
+  const p = await personalPlayer(h, tenant.key)
+  type Page = { data: { event_id: string; player_id: string }[]; next_cursor: string | null }
+  const page = async (cursor?: string): Promise<Page> => {
+    const res = await h.request('GET', '/export/events', { key: tenant.key, query: { limit: 1, ...(cursor ? { cursor } : {}) } })
+    if (res.status !== 200) throw new Error(res.text)
+    return res.body
+  }
+  // Page 1 reads pages 2 and 3 ahead; page 2 starts reading the run after it, which holds p's events.
+  const first = await page()
+  const second = await page(first.next_cursor as string)
+  t.same([first, second].map((pg) => pg.data[0]?.player_id), [keep.ext, keep.ext])
+  await new Promise((r) => setTimeout(r, 300))
+
+  const res = await h.request('DELETE', `/players/${p.id}`, { key: tenant.key })
+  t.equal(res.status, 202)
+  await waitFor(async () => {
+    const r = await h.request('GET', `/players/${p.id}/erasure`, { key: tenant.key })
+    return r.body.data?.status === 'completed' ? true : undefined
+  })
+  const rest: Page['data'] = []
+  for (let cursor = second.next_cursor; cursor; ) {
+    const pg = await page(cursor)
+    rest.push(...pg.data)
+    cursor = pg.next_cursor
+  }
+  t.same(rest.map((r) => r.event_id), [keep.events[2], ...p.events].map((e) => e?.event_id), 'every row once, in insertion order')
+  t.notOk(rest.some((r) => r.player_id === p.ext), 'the erased player\'s id is not exported')
+  t.match(rest.slice(1).map((r) => r.player_id), [/^erased-/, /^erased-/, /^erased-/])
+})
+
 t.test('erasure removes every engine\'s personal data of the player', async (t) => {
   const tenant = await h.createTenant()
   const p = await personalPlayer(h, tenant.key)
@@ -182,8 +247,8 @@ t.test('a job interrupted after its copy is finished exactly once', async (t) =>
   // What a process that died right after copying leaves: copies in ClickHouse, the job still 'pending',
   // its lease expired. (The player row was deleted by the request; here it is left, which changes nothing.)
   await ch().command(
-    "INSERT INTO events (tenant_id, brand_id, event_id, player_id, event_type, event_time, received_at, seq, raw) " +
-      "SELECT tenant_id, brand_id, event_id, {token:String}, event_type, event_time, received_at, seq, '{}' FROM events WHERE tenant_id = {t:UUID} AND player_id = {p:String} SETTINGS insert_deduplicate = 0",
+    "INSERT INTO events (tenant_id, brand_id, event_id, player_id, event_type, event_time, received_at, seq, raw, erasure_copy) " +
+      "SELECT tenant_id, brand_id, event_id, {token:String}, event_type, event_time, received_at, seq, '{}', 1 FROM events WHERE tenant_id = {t:UUID} AND player_id = {p:String} SETTINGS insert_deduplicate = 0",
     { token, t: tenant.id, p: p.ext },
   )
   t.equal((await chEvents(tenant.id, token)).length, 3)
@@ -197,6 +262,47 @@ t.test('a job interrupted after its copy is finished exactly once', async (t) =>
   const copies = await chEvents(tenant.id, token)
   t.equal(copies.length, 3, 'each event once, not the crashed copy plus a new one')
   t.ok(copies.every((c) => c.raw.includes(token) && !c.raw.includes(p.ext)), 'the whole copy was made again, scrubbed')
+  t.same(await rollupsVsEvents(tenant.id), { totals: await totalsFromEvents(tenant.id), buckets: await bucketsFromEvents(tenant.id) }, 'rollups as events say, the crashed copy not counted')
+})
+
+/** Per player and currency from rollup_player_totals, and per bucket from rollup_buckets. */
+async function rollupsVsEvents(tenantId: string) {
+  const totals = await ch().query(
+    'SELECT player_id, currency, toString(sum(events)) AS n, toString(sum(deposits)) AS deposit_sum, toString(sum(bets)) AS bet_sum FROM rollup_player_totals ' +
+      'WHERE tenant_id = {t:UUID} GROUP BY player_id, currency HAVING sum(events) > 0 ORDER BY player_id, currency', { t: tenantId })
+  return { totals, buckets: await ch().query(
+    'SELECT toString(bucket) AS at, event_type, currency, toString(sum(events)) AS n, toString(sum(amount)) AS amount_sum FROM rollup_buckets ' +
+      'WHERE tenant_id = {t:UUID} GROUP BY bucket, event_type, currency HAVING sum(events) > 0 ORDER BY at, event_type, currency', { t: tenantId }) }
+}
+const totalsFromEvents = (tenantId: string) => ch().query<Record<string, string>>(
+  "SELECT player_id, currency, toString(count()) AS n, toString(sumIf(amount, event_type = 'deposit')) AS deposit_sum, toString(sumIf(amount, event_type = 'bet')) AS bet_sum " +
+    'FROM events WHERE tenant_id = {t:UUID} GROUP BY player_id, currency ORDER BY player_id, currency', { t: tenantId })
+const bucketsFromEvents = (tenantId: string) => ch().query(
+  'SELECT toString(toStartOfFifteenMinutes(event_time)) AS at, event_type, currency, toString(count()) AS n, toString(sum(amount)) AS amount_sum ' +
+    'FROM events WHERE tenant_id = {t:UUID} GROUP BY at, event_type, currency ORDER BY at, event_type, currency', { t: tenantId })
+
+t.test('an erasure keeps the rollup figures of events of the same id received after its cutoff', async (t) => {
+  const tenant = await h.createTenant()
+  const p = await personalPlayer(h, tenant.key)
+  await new Promise((r) => setTimeout(r, 20))
+  const cutoff = new Date()
+  await new Promise((r) => setTimeout(r, 20))
+  // A new player under the same external id, after the erasure was asked for.
+  t.equal((await post(h, tenant.key, { events: [ev({ player_id: p.ext, event_type: 'deposit', payload: { amount: 7, currency: 'EUR' } })] })).body.stored, 1)
+  const token = `erased-${randomBytes(16).toString('hex')}`
+  const sql = h.app.ctx.sql
+  const [job] = await sql<{ id: string }[]>`
+    insert into player_erasures (tenant_id, brand_id, player_id, external_id, token, cutoff, sink)
+    values (${tenant.id}, ${tenant.brand.id}, ${randomUUID()}, ${p.ext}, ${token}, ${cutoff}, ${h.app.ctx.ch.sinkId})
+    returning id`
+  const jobId = job?.id as string
+  await waitFor(async () => ((await sql`select 1 from player_erasures where id = ${jobId} and state = 'done'`).length ? true : undefined))
+  t.same((await chEvents(tenant.id, p.ext)).map((e) => e.amount), ['7'], 'the later event stays under the id')
+  const totals = await totalsFromEvents(tenant.id)
+  const of = (player: string) => totals.filter((r) => r.player_id === player).map(({ currency, n, deposit_sum, bet_sum }) => ({ currency, n, deposit_sum, bet_sum }))
+  t.same(of(p.ext), [{ currency: 'EUR', n: '1', deposit_sum: '7', bet_sum: '0' }])
+  t.same(of(token), [{ currency: '', n: '1', deposit_sum: '0', bet_sum: '0' }, { currency: 'EUR', n: '2', deposit_sum: '25.5', bet_sum: '10' }])
+  t.same(await rollupsVsEvents(tenant.id), { totals, buckets: await bucketsFromEvents(tenant.id) }, 'rollups as events say')
 })
 
 t.test('EVENT_RETENTION_DAYS drops whole months older than the retention', async (t) => {
