@@ -239,14 +239,33 @@ export async function markInFlight(
   return new Map(marked.map((r) => [r.id, r.attempts]))
 }
 
-/** Many messages delivered at once, each only while the caller's lease holds; returns the rows that were. */
-export async function markDelivered(sql: Sql, rows: { id: string; owner: string }[]): Promise<NotificationRow[]> {
+/**
+ * In-app messages delivered where they are checked (their channel is this database): the in-flight mark
+ * and the delivery in one update, each only while the caller's lease holds; returns the rows that were.
+ */
+export async function markInAppDelivered(
+  sql: Sql,
+  rows: { id: string; owner: string; rendered: { subject: string | null; body: string } }[],
+): Promise<NotificationRow[]> {
   if (!rows.length) return []
   return sql<NotificationRow[]>`
+    update notifications n set sent_at = now(), attempts = n.attempts + 1, rendered = x.rendered::jsonb, links = '{}',
+      status = 'delivered', delivered_at = now(), error = null, lease_owner = null, updated_at = now()
+    from unnest(${rows.map((r) => r.id)}::uuid[], ${rows.map((r) => r.owner)}::text[], ${rows.map((r) => JSON.stringify(r.rendered))}::text[])
+      as x(id, owner, rendered)
+    where n.id = x.id and n.lease_owner = x.owner and n.status = 'queued'
+    returning n.id, n.rendered, n.campaign_id, n.created_at, n.read_at`
+}
+
+/** Many messages delivered at once, each only while the caller's lease holds; returns the ids of those that were. */
+export async function markDelivered(sql: Sql, rows: { id: string; owner: string }[]): Promise<string[]> {
+  if (!rows.length) return []
+  const done = await sql<{ id: string }[]>`
     update notifications n set status = 'delivered', delivered_at = now(), error = null, lease_owner = null, updated_at = now()
     from unnest(${rows.map((r) => r.id)}::uuid[], ${rows.map((r) => r.owner)}::text[]) as x(id, owner)
     where n.id = x.id and n.lease_owner = x.owner and n.status = 'queued'
-    returning n.id, n.rendered, n.campaign_id, n.created_at, n.read_at`
+    returning n.id`
+  return done.map((r) => r.id)
 }
 
 /** What the send rules' check decided for a message that is not sent now. */

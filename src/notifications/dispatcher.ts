@@ -4,7 +4,8 @@
 // after a crash mid-call, never a silent loss). Rows are keyed per brand and channel, each key with its
 // own concurrency limit. Each message is checked again by the send rules right before its channel call
 // (with the cap's in-flight mark, under a per-player lock), rendered, sent, and its outcome recorded with
-// its message.* event in one transaction.
+// its message.* event in one transaction. An in-app message has no channel call (the inbox is this
+// database): it is delivered in the transaction that checks it.
 import postgres from 'postgres'
 import type { BackgroundService } from '../app.ts'
 import type { AppContext } from '../context.ts'
@@ -108,8 +109,10 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
    */
   async function prepareMany(items: Claimed[]): Promise<(Prepared | null)[]> {
     const now = ctx.clock()
-    // Final statuses reached here (suppressed, failed to render), reported to /metrics once committed.
-    const ended: { channel: Channel; status: 'suppressed' | 'failed' }[] = []
+    // Final statuses reached here (suppressed, failed to render, in-app delivered), reported to /metrics once committed.
+    const ended: { channel: Channel; status: 'suppressed' | 'failed' | 'delivered' }[] = []
+    // In-app messages delivered here, for this process's sockets once committed.
+    const published: { playerId: string; item: InboxItem }[] = []
     const prepared = await sql.begin(async (tx) => {
       // Two processes sending to one player must not both pass a frequency cap: one player at a time.
       // Locks taken in one order (of their keys), so two batches never wait for each other in a cycle.
@@ -166,8 +169,23 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
         toMark.push({ i, id: row.id, owner: lease.owner, rendered: built.rendered, links: built.links })
       }
       for (const s of await dq.settleChecks(tx, settled)) if (s.status === 'suppressed') ended.push({ channel: s.channel, status: 'suppressed' })
-      const marked = await dq.markInFlight(tx, toMark)
-      for (const m of toMark) {
+      // In-app: the channel is this database, so the message is delivered here, in the transaction that
+      // checked it (one row version and one transaction fewer than a channel call's mark and outcome).
+      const inAppNow = toMark.filter((m) => items[m.i]!.row.channel === 'in_app')
+      const toSend = toMark.filter((m) => items[m.i]!.row.channel !== 'in_app')
+      if (inAppNow.length) {
+        for (const m of inAppNow) out[m.i] = null
+        const done = new Map((await dq.markInAppDelivered(tx, inAppNow)).map((r) => [r.id, r]))
+        // Not among them: our lease ran out and another process has the row.
+        const rows = inAppNow.filter((m) => done.has(m.id)).map((m) => items[m.i]!.row)
+        await messageEvents(tx, 'message.delivered', rows)
+        const inApp = rows.map((r) => ({ playerId: r.player_id, item: inboxItemOf(done.get(r.id)!) }))
+        await inbox.announceMany(tx, inApp)
+        published.push(...inApp)
+        for (const r of rows) ended.push({ channel: r.channel, status: 'delivered' })
+      }
+      const marked = await dq.markInFlight(tx, toSend)
+      for (const m of toSend) {
         const attempts = marked.get(m.id)
         // Not marked: our lease ran out and another process has the row.
         if (attempts === undefined) out[m.i] = null
@@ -179,6 +197,7 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
       ctx.metrics?.outcome('message', e.status, e.channel)
       if (e.status === 'failed') ctx.metrics?.queueFailure(QUEUE_NAME)
     }
+    inbox.publishLocal(published)
     return prepared
   }
 
@@ -268,6 +287,7 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
         return outcomes[0] ?? { kind: 'failed', error: 'push: no subscription left' }
       }
       case 'in_app':
+        // Delivered where it is checked (prepareMany): never handed to a channel call.
         return { kind: 'delivered' }
     }
   }
@@ -277,17 +297,14 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
    * deliveries (most of them) in three statements whatever their number.
    */
   async function recordMany(items: (Claimed & { prepared: Prepared; outcome: Outcome })[]): Promise<void[]> {
-    const published: { playerId: string; item: InboxItem }[] = []
     // What each attempt ended as (`retrying` when it will be tried again), reported to /metrics once committed.
     const ended: { channel: Channel; status: 'delivered' | 'bounced' | 'failed' | 'retrying' }[] = []
     await sql.begin(async (tx) => {
       const delivered = items.filter((i) => i.outcome.kind === 'delivered')
-      const done = new Map((await dq.markDelivered(tx, delivered.map((i) => ({ id: i.row.id, owner: i.lease.owner })))).map((r) => [r.id, r]))
+      // In-app messages never get here: they are delivered where they are checked (prepareMany).
+      const done = new Set(await dq.markDelivered(tx, delivered.map((i) => ({ id: i.row.id, owner: i.lease.owner }))))
       const rows = delivered.filter((i) => done.has(i.row.id)).map((i) => i.row)
       await messageEvents(tx, 'message.delivered', rows)
-      const inApp = rows.filter((r) => r.channel === 'in_app').map((r) => ({ playerId: r.player_id, item: inboxItemOf(done.get(r.id)!) }))
-      await inbox.announceMany(tx, inApp)
-      published.push(...inApp)
       for (const r of rows) ended.push({ channel: r.channel, status: 'delivered' })
       for (const { row, lease, prepared: p, outcome } of items) {
         switch (outcome.kind) {
@@ -323,15 +340,19 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
       // A channel call that did not deliver is a failed attempt of the queue (the loop counts only throws).
       if (e.status !== 'delivered') ctx.metrics?.queueFailure(QUEUE_NAME)
     }
-    inbox.publishLocal(published)
     return items.map(() => undefined)
   }
 
-  const preparing = createBatcher<Claimed, Prepared | null>({ run: prepareMany, maxSize: BATCH_SIZE, concurrency: 4 })
-  const recording = createBatcher<Claimed & { prepared: Prepared; outcome: Outcome }, void>({ run: recordMany, maxSize: BATCH_SIZE, concurrency: 4 })
+  // In-app messages come in big claims and need nothing but these batches, so four run at once (their
+  // transactions wait on PostgreSQL more than they use the CPU). The other channels' messages finish
+  // their calls one by one: with one batch at a time, those that finish while it runs go together in the
+  // next (with four, an email's outcome went in a transaction of ~3: one transaction per message).
+  const inAppPreparing = createBatcher<Claimed, Prepared | null>({ run: prepareMany, maxSize: BATCH_SIZE, concurrency: 4 })
+  const preparing = createBatcher<Claimed, Prepared | null>({ run: prepareMany, maxSize: BATCH_SIZE, concurrency: 1 })
+  const recording = createBatcher<Claimed & { prepared: Prepared; outcome: Outcome }, void>({ run: recordMany, maxSize: BATCH_SIZE, concurrency: 1 })
 
   async function handle(row: QueueRow, lease: Lease) {
-    const prepared = await preparing.add({ row, lease })
+    const prepared = await (row.channel === 'in_app' ? inAppPreparing : preparing).add({ row, lease })
     if (!prepared) return
     // The send is the irreversible step: make sure the lease still holds (extending it if needed).
     if (!(await confirmLease(sql, QUEUE, row.id, lease))) return
@@ -374,6 +395,7 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
     inbox,
     async stop() {
       await loop.stop()
+      await inAppPreparing.flush()
       await preparing.flush()
       await recording.flush()
       await unlisten?.()
