@@ -29,11 +29,13 @@ await h.request('PATCH', `/players/${p4.id}`, { key, body: { status: 'closed' } 
 const p3 = (await h.request('GET', '/players', { key, query: { search: 'p3' } })).body.data[0]
 await h.request('PATCH', `/players/${p3.id}`, { key, body: { status: 'suspended' } })
 
-// Acknowledged events reach ClickHouse within the flush interval (docs/analytics.md: within 2 s).
+// Acknowledged events reach ClickHouse within the flush interval (docs/analytics.md: within 2 s), the
+// other brand's in a flush of their own: wait for both.
 const started = Date.now()
 for (;;) {
   const s = await get('/analytics/summary')
-  if (s.bets.count === 4 && s.active === 4) break
+  const o = (await h.request('GET', '/analytics/summary', { key, headers: { 'x-brand': other.slug } })).body.data
+  if (s.bets.count === 4 && s.active === 4 && o.bets.count === 4) break
   if (Date.now() - started > 5000) throw new Error('events not visible after 5 s')
   await new Promise((r) => setTimeout(r, 100))
 }
