@@ -1,5 +1,6 @@
 // `npm run bench -- campaigns`: campaign execution on the stores the environment names (embedded
-// otherwise; with DATABASE_URL it writes a tenant of its own into that database).
+// otherwise; with DATABASE_URL, a fresh database on that server, created and dropped: earlier runs' rows
+// and dead tuples made the figures drift from run to run).
 // 1. A one-shot to a BENCH_PLAYERS (100,000) player segment, in-app: time from the move to running until
 //    every message is enqueued (campaign completed) and until every one is delivered (stored in the
 //    inbox), messages/s, beside a bare baseline: the same number of notification rows inserted with one
@@ -12,6 +13,7 @@ import { loadConfig } from '../src/config.ts'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { freshDatabase, type FreshDatabase } from './fresh-database.ts'
 
 const PLAYERS = Number(process.env.BENCH_PLAYERS ?? 100_000)
 const TRIGGERS = Number(process.env.BENCH_TRIGGERS ?? 200)
@@ -19,7 +21,9 @@ const out = (s: string) => process.stdout.write(`${s}\n`)
 
 const dataDir = mkdtempSync(join(tmpdir(), 'respin-bench-campaigns-'))
 const adminKey = `admin-${randomBytes(16).toString('hex')}`
-const app = await startApp(loadConfig({ ...process.env, LOG_LEVEL: 'error', PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, ADMIN_KEY: adminKey, RATE_LIMIT_INGEST_PER_MIN: '0', INGEST_ACK_AFTER: 'postgres' }))
+let db: FreshDatabase | undefined
+if (process.env.DATABASE_URL) db = await freshDatabase('respin_bench_campaigns')
+const app = await startApp(loadConfig({ ...process.env, ...(db ? { DATABASE_URL: db.url } : {}), LOG_LEVEL: 'error', PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, ADMIN_KEY: adminKey, RATE_LIMIT_INGEST_PER_MIN: '0', INGEST_ACK_AFTER: 'postgres' }))
 const origin = `http://127.0.0.1:${app.port}/api/v1`
 const sql = app.ctx.sql
 
@@ -86,5 +90,6 @@ try {
   out(`trigger latency, ${TRIGGERS} sequential deposits (200 → delivered_at in the inbox): p50 ${pct(50)} ms, p99 ${pct(99)} ms, max ${lat[lat.length - 1]} ms`)
 } finally {
   await app.close()
+  await db?.close()
   rmSync(dataDir, { recursive: true, force: true })
 }

@@ -5,6 +5,9 @@
 //      again (the ratio takes the mean of the two runs without), and the stream's backlog when the load stops;
 //   2. event-to-profile latency p50/p99: a probe deposit's 200 → its mission progress visible in
 //      GET /gamification/player/{id}, while the load runs;
+//   2b. issue 16: the same load with 20 triggered in-app campaigns + 20 missions per brand (ratio to the
+//      runs without rules), and the trigger latency under load: a probe event's 200 → its campaign
+//      message delivered (BENCH_CAMPAIGNS=0 skips it);
 //   3. leaderboard reads at 100k participants: top 10 and one player's rank through the route, next to the
 //      bare sorted-set read (ZREVRANGE/ZREVRANK in Redis; the in-process board in embedded mode) and a
 //      plain by-id route (the HTTP floor).
@@ -25,6 +28,8 @@ import { freePort } from './free-port.ts'
 
 const root = fileURLToPath(new URL('../', import.meta.url))
 const TENANTS = Number(process.env.BENCH_TENANTS ?? 2)
+// BENCH_CAMPAIGNS=0 skips issue 16's run (20 triggered campaigns + 20 missions, trigger latency under load).
+const CAMPAIGNS = process.env.BENCH_CAMPAIGNS !== '0'
 const PLAYERS = Number(process.env.BENCH_PLAYERS ?? 10_000)
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
 const CONCURRENCY = Number(process.env.BENCH_BATCH_CONCURRENCY ?? 16)
@@ -100,6 +105,33 @@ async function createRules(port: number, key: string): Promise<{ missions: strin
     tournaments.push((await api(port, key, 'POST', '/tournaments', { name: `T${i}`, status: 'active', game_config: g, ends_at: new Date(Date.now() + 3600_000).toISOString() })).data.id)
   }
   return { missions, tournaments, probeMission }
+}
+
+/**
+ * Issue 16's rules: 20 triggered in-app campaigns (welcome on registration, thanks for a deposit of 100
+ * or more, withdrawal follow-up, big win, a game's players; 4 of each, at most one message per player
+ * each, as CRM triggers are) and 20 missions. `probe`: a campaign on the probe's own event type.
+ */
+async function createCampaignRules(port: number, key: string): Promise<{ campaigns: string[]; probe: string; missions: string[] }> {
+  const tpl = (await api(port, key, 'POST', '/notifications/templates', { name: 'triggered', channel: 'in_app', body: 'Hello {{ name | there }}' })).data.id
+  const triggers = [
+    { event_type: 'registration' },
+    { event_type: 'deposit', filters: [{ field: 'amount', op: 'gte', value: 100 }] },
+    { event_type: 'withdrawal' },
+    { event_type: 'win', filters: [{ field: 'amount', op: 'gte', value: 45 }] },
+    { event_type: 'game_start', filters: [{ field: 'game', op: 'eq', value: 'crazy-time' }] },
+  ]
+  const campaigns: string[] = []
+  for (let i = 0; i < 20; i++) {
+    const c = (await api(port, key, 'POST', '/campaigns', { name: `trigger ${i}`, type: 'triggered', channels: ['in_app'], config: { templates: { in_app: tpl }, trigger: triggers[i % 5], max_per_player: 1 } })).data.id
+    await api(port, key, 'PATCH', `/campaigns/${c}`, { status: 'running' })
+    campaigns.push(c)
+  }
+  const probe = (await api(port, key, 'POST', '/campaigns', { name: 'probe', type: 'triggered', channels: ['in_app'], config: { templates: { in_app: tpl }, trigger: { event_type: 'custom_probe' } } })).data.id
+  await api(port, key, 'PATCH', `/campaigns/${probe}`, { status: 'running' })
+  const rules = await createRules(port, key)
+  for (const t of rules.tournaments) await api(port, key, 'PATCH', `/tournaments/${t}`, { status: 'cancelled' })
+  return { campaigns, probe, missions: rules.missions }
 }
 
 async function scenario(mode: 'servers' | 'embedded') {
@@ -191,6 +223,45 @@ async function scenario(mode: 'servers' | 'embedded') {
     const without2 = await load()
     out(`without rules again: ${f(without2.eps)} events/s, p99 ${ms(without2.p99)} ms, errors ${without2.errors}`)
 
+    // Issue 16: the same load with 20 triggered campaigns + 20 missions per brand, then the trigger latency
+    // under load: a probe event's 200 → its message delivered (delivered_at, what the inbox socket is sent).
+    let campaignRun: { eps: number; p99: number; errors: number; lat: Float64Array } | undefined
+    if (CAMPAIGNS) {
+      const campaignRules = await Promise.all(keys.map((k) => createCampaignRules(port, k)))
+      const withCampaigns = await load()
+      const probeCampaign = (campaignRules[0] as { probe: string }).probe
+      const delivered = async () => {
+        const r = await api(port, probeKey, 'GET', `/campaigns/${probeCampaign}`)
+        return Number(r.data?.stats?.delivered ?? 0)
+      }
+      // Probes one after another for as long as the load runs; one still undelivered when the load ends
+      // is counted at the wait so far (a lower bound), so a consumer that falls behind shows as such.
+      const triggerLat: number[] = []
+      const loadMs = (SECONDS + 20) * 1000
+      const loadStart = performance.now()
+      const bg = runLoad({ port, keys, bodies: bodies(), concurrency: CONCURRENCY, durationMs: loadMs })
+      await new Promise((r) => setTimeout(r, 1000))
+      let seen = await delivered()
+      while (performance.now() - loadStart < loadMs - 1000) {
+        await api(port, probeKey, 'POST', '/events', { player_id: `trigger-probe-${triggerLat.length}`, event_type: 'custom_probe', event_id: `tp-${randomBytes(6).toString('hex')}` })
+        const acked = performance.now()
+        while ((await delivered()) <= seen && performance.now() - loadStart < loadMs) await new Promise((r) => setTimeout(r, 5))
+        seen++
+        triggerLat.push(performance.now() - acked)
+        await new Promise((r) => setTimeout(r, 200))
+      }
+      await bg
+      const backlog = pg ? Number((await pg`select count(*)::int as n from event_stream where consumer = 'campaigns'`)[0]?.n) : Number.NaN
+      out(`campaigns consumer backlog when the load stopped: ${Number.isNaN(backlog) ? 'n/a (embedded)' : f(backlog)} events`)
+      campaignRun = { ...withCampaigns, lat: Float64Array.from(triggerLat).sort() }
+      for (const [t, r] of campaignRules.entries()) {
+        for (const c of [...r.campaigns, r.probe]) await api(port, keys[t] as string, 'PATCH', `/campaigns/${c}`, { status: 'cancelled' })
+        for (const m of r.missions) await api(port, keys[t] as string, 'PATCH', `/gamification/missions/${m}`, { status: 'cancelled' })
+      }
+      out(`with 20 triggered campaigns + 20 missions per brand: ${f(withCampaigns.eps)} events/s, p99 ${ms(withCampaigns.p99)} ms, errors ${withCampaigns.errors}`)
+      out(`trigger latency under load (${campaignRun.lat.length} probes, 200 → delivered): p50 ${ms(pct(campaignRun.lat, 50))} ms, p99 ${ms(pct(campaignRun.lat, 99))} ms`)
+    }
+
     // Leaderboard at 100k participants: one bet each from 100k players into a bet_count tournament.
     const lbKey = keys[1] ?? probeKey
     const lbTournament = (await api(port, lbKey, 'POST', '/tournaments', { name: 'Big', status: 'active', game_config: { metric: 'bet_count' } })).data.id
@@ -245,6 +316,10 @@ async function scenario(mode: 'servers' | 'embedded') {
     out(`| without rules (again, rules cancelled) | ${f(without2.eps)} | ${ms(without2.p99)} | ${without2.errors} |`)
     out(`\nratio with/without: **${(withRules.eps / base).toFixed(2)}**; stream backlog when the load stopped: ${Number.isNaN(backlogAtStop) ? 'n/a (embedded)' : `${f(backlogAtStop)} rows, drained in ${f(drainMs)} ms`}`)
     out(`event-to-profile latency under load (${lat.length} probes): p50 ${ms(pct(lat, 50))} ms, p99 ${ms(pct(lat, 99))} ms`)
+    if (campaignRun) {
+      out(`with 20 triggered campaigns + 20 missions per brand: ${f(campaignRun.eps)} events/s, ratio **${(campaignRun.eps / base).toFixed(2)}** (issue 16)`)
+      out(`trigger latency under load (${campaignRun.lat.length} probes, 200 → delivered): p50 ${ms(pct(campaignRun.lat, 50))} ms, p99 ${ms(pct(campaignRun.lat, 99))} ms`)
+    }
     out(`\nleaderboard at ${f(LB_PARTICIPANTS)} participants (filled by events in ${fillSeconds.toFixed(1)} s), 500 sequential reads each:\n`)
     out('| read | p50 ms | p99 ms |')
     out('|---|---:|---:|')
