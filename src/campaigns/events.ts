@@ -12,7 +12,7 @@ import { memberCondition } from '../segments/queries.ts'
 import { controlPercentOf, isControl } from './control-group.ts'
 import { firstStepId, templateFor, type EngineCampaign } from './execution.ts'
 import type { Sql } from './queries.ts'
-import { enqueueCampaignSends, type SendDeps } from './sends.ts'
+import { enqueueRunSends, type SendDeps } from './sends.ts'
 
 type Tx = TransactionSql | ReservedSql
 
@@ -73,52 +73,140 @@ export function interestOf(campaigns: EngineCampaign[]): Map<string, Set<string>
 
 /** Whether the player is in the campaign's target segment now (true when it has none). */
 async function inSegment(tx: Sql, c: EngineCampaign, playerId: string, now: Date): Promise<boolean> {
-  if (!c.target_segment_id) return true
+  return (await membersAmong(tx, c, [playerId], now)).has(playerId)
+}
+
+/** Which of these players are in the campaign's target segment now (all of them when it has none). */
+async function membersAmong(tx: Sql, c: EngineCampaign, playerIds: string[], now: Date): Promise<Set<string>> {
+  if (!c.target_segment_id) return new Set(playerIds)
   const [seg] = await tx<{ type: 'dynamic' | 'static'; rules: Record<string, unknown> }[]>`
     select type, rules from segments where id = ${c.target_segment_id} and tenant_id = ${c.tenant_id} and brand_id = ${c.brand_id}`
-  if (!seg) return false
-  const [hit] = await tx<{ ok: boolean }[]>`
-    select true as ok from players p left join player_profiles pp on pp.player_id = p.id
-    where p.id = ${playerId} and p.brand_id = ${c.brand_id} and ${memberCondition(tx, seg, now)}`
-  return !!hit
+  if (!seg) return new Set()
+  const hits = await tx<{ id: string }[]>`
+    select p.id from players p left join player_profiles pp on pp.player_id = p.id
+    where p.id = any(${playerIds}::uuid[]) and p.brand_id = ${c.brand_id} and ${memberCondition(tx, seg, now)}`
+  return new Set(hits.map((h) => h.id))
 }
 
-/** max_per_player: takes one place atomically; false when the player has used them all. */
-async function takePlace(tx: Sql, c: EngineCampaign, playerId: string): Promise<boolean> {
-  const max = typeof c.config.max_per_player === 'number' ? c.config.max_per_player : null
-  if (max === null) return true
-  const [row] = await tx<{ count: number }[]>`
-    insert into campaign_enrolments (campaign_id, player_id, count) values (${c.id}, ${playerId}, 1)
-    on conflict (campaign_id, player_id) do update set count = campaign_enrolments.count + 1
-      where campaign_enrolments.count < ${max}
-    returning count`
-  return !!row
+/** An event of the batch that matched a running triggered campaign's trigger. */
+interface TriggerMatch {
+  c: EngineCampaign
+  e: StreamEvent
+  playerId: string
 }
 
-/** A triggered campaign's enrolment: one run keyed by the event; sent now, or after delay_seconds. */
-async function enrol(tx: Sql, deps: SendDeps, c: EngineCampaign, e: StreamEvent, playerId: string, now: Date): Promise<void> {
-  if (!(await inSegment(tx, c, playerId, now))) return
-  if (!(await takePlace(tx, c, playerId))) return
-  const delay = typeof c.config.delay_seconds === 'number' ? c.config.delay_seconds : 0
-  const control = isControl(c.id, playerId, controlPercentOf(c.config))
-  const [run] = await tx<{ id: string }[]>`
+/**
+ * max_per_player for a whole batch: how many of the places each (campaign, player) asks for it gets. The
+ * pairs new to the table take theirs in one insert; the others are read under a row lock (the latest
+ * committed count, even with another process enrolling the same player) and updated by what is left.
+ */
+async function takePlaces(tx: Sql, wanted: { c: EngineCampaign; playerId: string; count: number; max: number }[]): Promise<Map<string, number>> {
+  const granted = new Map<string, number>()
+  if (!wanted.length) return granted
+  const key = (campaignId: string, playerId: string) => `${campaignId}|${playerId}`
+  const inserted = await tx<{ campaign_id: string; player_id: string; count: number }[]>`
+    insert into campaign_enrolments (campaign_id, player_id, count)
+    select * from unnest(${wanted.map((w) => w.c.id)}::uuid[], ${wanted.map((w) => w.playerId)}::uuid[], ${wanted.map((w) => Math.min(w.count, w.max))}::int[])
+    on conflict (campaign_id, player_id) do nothing
+    returning campaign_id, player_id, count`
+  for (const r of inserted) granted.set(key(r.campaign_id, r.player_id), r.count)
+  const rest = wanted.filter((w) => !granted.has(key(w.c.id, w.playerId)))
+  if (!rest.length) return granted
+  const current = await tx<{ campaign_id: string; player_id: string; count: number }[]>`
+    select e.campaign_id, e.player_id, e.count from campaign_enrolments e
+    join unnest(${rest.map((w) => w.c.id)}::uuid[], ${rest.map((w) => w.playerId)}::uuid[]) as x(campaign_id, player_id)
+      on e.campaign_id = x.campaign_id and e.player_id = x.player_id
+    order by e.campaign_id, e.player_id
+    for update of e`
+  const countOf = new Map(current.map((r) => [key(r.campaign_id, r.player_id), r.count]))
+  const more = rest
+    .map((w) => ({ w, take: Math.max(0, Math.min(w.count, w.max - (countOf.get(key(w.c.id, w.playerId)) ?? w.max))) }))
+    .filter((m) => m.take > 0)
+  if (more.length) {
+    await tx`
+      update campaign_enrolments e set count = e.count + x.take
+      from unnest(${more.map((m) => m.w.c.id)}::uuid[], ${more.map((m) => m.w.playerId)}::uuid[], ${more.map((m) => m.take)}::int[]) as x(campaign_id, player_id, take)
+      where e.campaign_id = x.campaign_id and e.player_id = x.player_id`
+  }
+  for (const m of more) granted.set(key(m.w.c.id, m.w.playerId), m.take)
+  return granted
+}
+
+/**
+ * Triggered campaigns' enrolments for a whole batch of events, a few statements in all whatever its size
+ * (one at a time, a busy stream fell minutes behind): the segment check per campaign, the places of
+ * max_per_player, then one run per enrolment keyed by its event (sent now, or after delay_seconds), its
+ * audience row, and the immediate sends. Matches come in stream order, so when a player has fewer places
+ * left than matching events, the earliest events take them.
+ */
+async function enrolAll(tx: Sql, deps: SendDeps, matches: TriggerMatch[], now: Date): Promise<void> {
+  if (!matches.length) return
+  // The target segment, checked once per campaign for the batch's players.
+  const byCampaign = new Map<EngineCampaign, TriggerMatch[]>()
+  for (const m of matches) byCampaign.set(m.c, [...(byCampaign.get(m.c) ?? []), m])
+  const outside = new Set<TriggerMatch>()
+  for (const [c, ms] of byCampaign) {
+    const members = await membersAmong(tx, c, [...new Set(ms.map((m) => m.playerId))], now)
+    for (const m of ms) if (!members.has(m.playerId)) outside.add(m)
+  }
+  const inAudience = matches.filter((m) => !outside.has(m))
+  // max_per_player
+  const pairs = new Map<string, { c: EngineCampaign; playerId: string; count: number; max: number }>()
+  for (const m of inAudience) {
+    const max = typeof m.c.config.max_per_player === 'number' ? m.c.config.max_per_player : null
+    if (max === null) continue
+    const k = `${m.c.id}|${m.playerId}`
+    const pair = pairs.get(k)
+    if (pair) pair.count++
+    else pairs.set(k, { c: m.c, playerId: m.playerId, count: 1, max })
+  }
+  const places = await takePlaces(tx, [...pairs.values()])
+  const enrolled = inAudience.filter((m) => {
+    if (typeof m.c.config.max_per_player !== 'number') return true
+    const k = `${m.c.id}|${m.playerId}`
+    const left = places.get(k) ?? 0
+    places.set(k, left - 1)
+    return left > 0
+  })
+  if (!enrolled.length) return
+  // One run per enrolment, keyed by its event: a second look at the same event finds its run taken.
+  const plans = enrolled.map((m) => {
+    const delay = typeof m.c.config.delay_seconds === 'number' ? m.c.config.delay_seconds : 0
+    const control = isControl(m.c.id, m.playerId, controlPercentOf(m.c.config))
+    // Control members and immediate sends are done within this transaction; delayed ones wait for the runs' loop.
+    return { ...m, delay, control, runKey: `event:${m.e.eventId ?? `stream:${m.e.id}`}`, state: control || delay === 0 ? 'done' : 'selected' }
+  })
+  const runs = await tx<{ id: string; campaign_id: string; run_key: string }[]>`
     insert into campaign_runs (campaign_id, tenant_id, brand_id, run_key, state, due_at)
-    values (${c.id}, ${c.tenant_id}, ${c.brand_id}, ${`event:${e.eventId ?? `stream:${e.id}`}`}, 'selected', ${new Date(now.getTime() + delay * 1000)})
+    select * from unnest(${plans.map((p) => p.c.id)}::uuid[], ${plans.map((p) => p.c.tenant_id)}::uuid[], ${plans.map((p) => p.c.brand_id)}::uuid[],
+                         ${plans.map((p) => p.runKey)}::text[], ${plans.map((p) => p.state)}::text[],
+                         ${plans.map((p) => new Date(now.getTime() + p.delay * 1000).toISOString())}::timestamptz[])
     on conflict (campaign_id, run_key) do nothing
-    returning id`
-  if (!run) return // the same event enrolled before
+    returning id, campaign_id, run_key`
+  const runOf = new Map(runs.map((r) => [`${r.campaign_id}|${r.run_key}`, r.id]))
+  // A run that existed already: the same event enrolled before (its effects were committed with it).
+  const started = plans.flatMap((p) => {
+    const runId = runOf.get(`${p.c.id}|${p.runKey}`)
+    if (!runId) return []
+    runOf.delete(`${p.c.id}|${p.runKey}`) // a key twice in the batch: its first match only
+    return [{ ...p, runId }]
+  })
+  if (!started.length) return
   await tx`
     insert into campaign_audience (run_id, player_id, campaign_id, control, enqueued, selected_at)
-    values (${run.id}, ${playerId}, ${c.id}, ${control}, ${delay === 0 && !control}, ${now})`
-  if (control) {
-    await tx`update campaign_runs set state = 'done' where id = ${run.id}`
-    return
-  }
-  if (delay === 0) {
-    // Sent at once, on the stream's transaction: the trigger's latency is the stream's.
-    await enqueueCampaignSends(tx, deps, c, run.id, '', c.channels.map((channel) => ({ playerId, channel, templateId: templateFor(c, channel)! })))
-    await tx`update campaign_runs set state = 'done' where id = ${run.id}`
-  }
+    select x.run_id, x.player_id, x.campaign_id, x.control, x.enqueued, ${now}
+    -- (booleans go as text: the driver would send a JS boolean array as one boolean)
+    from unnest(${started.map((p) => p.runId)}::uuid[], ${started.map((p) => p.playerId)}::uuid[], ${started.map((p) => p.c.id)}::uuid[],
+                ${started.map((p) => String(p.control))}::text[]::bool[], ${started.map((p) => String(p.delay === 0 && !p.control))}::text[]::bool[])
+      as x(run_id, player_id, campaign_id, control, enqueued)`
+  // Sent at once, on the stream's transaction: the trigger's latency is the stream's.
+  await enqueueRunSends(
+    tx,
+    deps,
+    started
+      .filter((p) => p.delay === 0 && !p.control)
+      .map((p) => ({ c: p.c, runId: p.runId, step: '', items: p.c.channels.map((channel) => ({ playerId: p.playerId, channel, templateId: templateFor(p.c, channel)! })) })),
+  )
 }
 
 /** A journey entry by trigger (once per player and campaign). */
@@ -207,16 +295,18 @@ export function campaignConsumer(ctx: Pick<AppContext, 'clock' | 'log' | 'delive
       const brandIds = [...new Set(events.map((e) => e.brandId))]
       const campaigns = await reactiveCampaigns(sql, brandIds)
       if (!campaigns.length) return
+      const playerOf = await playersOf(sql, events)
+      const now = ctx.clock()
+      const triggered: TriggerMatch[] = []
       for (const e of events) {
-        const playerId = e.playerId ?? (await sql<{ id: string }[]>`select id from players where brand_id = ${e.brandId} and external_id = ${e.externalId}`)[0]?.id
+        const playerId = playerOf(e)
         if (!playerId) continue
-        const now = ctx.clock()
         for (const c of campaigns) {
           if (c.brand_id !== e.brandId) continue
           const trigger = c.config.trigger as Filter | undefined
           const running = c.status === 'running'
           const afterStart = !!c.started_at && e.receivedAt.getTime() >= c.started_at.getTime()
-          if (c.type === 'triggered' && running && afterStart && trigger && matchesFilter(e, trigger)) await enrol(sql, ctx, c, e, playerId, now)
+          if (c.type === 'triggered' && running && afterStart && trigger && matchesFilter(e, trigger)) triggered.push({ c, e, playerId })
           if (c.type === 'journey' && (c.status === 'running' || c.status === 'paused')) {
             if (running && afterStart && trigger && matchesFilter(e, trigger)) await enterJourney(sql, c, playerId, now)
             await resumeWaiting(sql, c, e, playerId, now)
@@ -230,6 +320,21 @@ export function campaignConsumer(ctx: Pick<AppContext, 'clock' | 'log' | 'delive
           if (conv && conv.event_type === e.type) await convert(sql, c, e, playerId)
         }
       }
+      await enrolAll(sql, ctx, triggered, now)
     },
   }
+}
+
+/** Each event's player id: from the stream row, else (a player the row predates) by its external id, in one query. */
+async function playersOf(sql: Sql, events: StreamEvent[]): Promise<(e: StreamEvent) => string | undefined> {
+  const missing = events.filter((e) => !e.playerId)
+  const found = new Map<string, string>()
+  if (missing.length) {
+    const rows = await sql<{ id: string; brand_id: string; external_id: string }[]>`
+      select p.id, p.brand_id, p.external_id from players p
+      join unnest(${missing.map((e) => e.brandId)}::uuid[], ${missing.map((e) => e.externalId)}::text[]) as x(brand_id, external_id)
+        on p.brand_id = x.brand_id and p.external_id = x.external_id`
+    for (const r of rows) found.set(`${r.brand_id}|${r.external_id}`, r.id)
+  }
+  return (e) => e.playerId ?? found.get(`${e.brandId}|${e.externalId}`)
 }

@@ -57,6 +57,44 @@ t.test('a duplicate event enrolls once; max_per_player caps enrolments', async (
   t.equal((await sent(h, c.id)).length, 3, 'another player has places of its own')
 })
 
+t.test('one batch of events: every player enrolled once per place, the earliest events take the places', async (t) => {
+  const tenant = await h.createTenant()
+  await must(h.request('POST', '/players', { key: tenant.key, body: { external_id: 'b-vip0', metadata: { vip: true } } }), 201)
+  const seg = await segment(h, tenant, { field: 'metadata.vip', op: 'eq', value: true })
+  const capped = await triggered(tenant, { max_per_player: 2 })
+  const once = await triggered(tenant, { max_per_player: 1 }, { target_segment_id: seg })
+  const vips = Array.from({ length: 20 }, (_, i) => `b-vip${i}`)
+  for (const v of vips.slice(1)) await must(h.request('POST', '/players', { key: tenant.key, body: { external_id: v, metadata: { vip: true } } }), 201)
+  // One request, so the stream applies these events together: 3 deposits per VIP, 2 per other player,
+  // a small one first for each (it matches no trigger), and one player enrolled before the batch.
+  await event(tenant, 'b-vip0', 'deposit', { amount: 100, currency: 'EUR' })
+  const events = []
+  for (const p of [...vips, 'b-plain0', 'b-plain1']) {
+    events.push({ player_id: p, event_type: 'deposit', event_id: eventId(), payload: { amount: 10, currency: 'EUR' } })
+    for (let k = 0; k < (p.startsWith('b-vip') ? 3 : 2); k++) events.push({ player_id: p, event_type: 'deposit', event_id: eventId(), payload: { amount: 60 + k, currency: 'EUR' } })
+  }
+  await must(h.request('POST', '/events', { key: tenant.key, body: { events } }), 200)
+  await ctx.stream!.idle()
+  const perPlayer = async (c: string) => {
+    const rows = await ctx.sql<{ external_id: string; n: number }[]>`
+      select p.external_id, count(*)::int as n from notifications n join players p on p.id = n.player_id where n.campaign_id = ${c} group by 1`
+    return Object.fromEntries(rows.map((r) => [r.external_id, r.n]))
+  }
+  const capCounts = await perPlayer(capped.id)
+  t.equal(Object.keys(capCounts).length, 22, 'every player reached')
+  t.ok(Object.values(capCounts).every((n) => n === 2), 'two messages each, never more')
+  const onceCounts = await perPlayer(once.id)
+  t.same(Object.keys(onceCounts).sort(), [...vips].sort(), 'only the segment, the player enrolled before included')
+  t.ok(Object.values(onceCounts).every((n) => n === 1))
+  // The places went to the earliest matching events: for b-vip5, the 60 and the 61 deposits.
+  const runs = await ctx.sql<{ run_key: string }[]>`
+    select r.run_key from campaign_runs r join campaign_audience a on a.run_id = r.id
+    where r.campaign_id = ${capped.id} and a.player_id = ${await playerId(tenant, 'b-vip5')} order by r.run_key`
+  const ids = events.filter((e) => e.player_id === 'b-vip5' && e.payload.amount >= 60).map((e) => `event:${e.event_id}`)
+  t.same(runs.map((r) => r.run_key), ids.slice(0, 2).sort())
+  t.equal((await ctx.sql`select 1 from campaign_enrolments where campaign_id = ${capped.id} and count > 2`).length, 0)
+})
+
 t.test('the target segment is checked when the event arrives', async (t) => {
   const tenant = await h.createTenant()
   await must(h.request('POST', '/players', { key: tenant.key, body: { external_id: 'vip', metadata: { vip: true } } }), 201)
