@@ -7,7 +7,7 @@ import type { AppContext } from '../context.ts'
 import type { Sql as Pool } from '../db/postgres.ts'
 import type { StreamConsumer, StreamEvent } from '../engine/event-stream.ts'
 import { matchesFilter, type EventCondition } from '../lib/event-filter.ts'
-import { insertOutbox } from '../lib/outbox.ts'
+import { insertOutboxMany } from '../lib/outbox.ts'
 import { memberCondition } from '../segments/queries.ts'
 import { controlPercentOf, isControl } from './control-group.ts'
 import { firstStepId, templateFor, type EngineCampaign } from './execution.ts'
@@ -88,7 +88,7 @@ async function membersAmong(tx: Sql, c: EngineCampaign, playerIds: string[], now
   return new Set(hits.map((h) => h.id))
 }
 
-/** An event of the batch that matched a running triggered campaign's trigger. */
+/** An event of the batch that matched one of a campaign's rules (a trigger, a conversion). */
 interface TriggerMatch {
   c: EngineCampaign
   e: StreamEvent
@@ -252,34 +252,54 @@ async function resumeWaiting(tx: Sql, c: EngineCampaign, e: StreamEvent, playerI
     where id = ${p.id}`
 }
 
-/** Conversion: the event within the window after a delivered message (treated) or the hold-out (control). */
-async function convert(tx: Sql, c: EngineCampaign, e: StreamEvent, playerId: string): Promise<void> {
-  const conv = c.config.conversion as { event_type: string; within_hours?: number }
-  const hours = conv.within_hours ?? 72
-  const windowStart = new Date(e.eventTime.getTime() - hours * 3_600_000)
-  const [arm] = await tx<{ control: boolean }[]>`
-    select false as control where exists (
-      select 1 from notifications n
-      where n.campaign_id = ${c.id} and n.player_id = ${playerId} and n.status = 'delivered'
-        and n.delivered_at <= ${e.eventTime} and n.delivered_at >= ${windowStart})
-    union all
-    select true where exists (
-      select 1 from campaign_audience a
-      where a.campaign_id = ${c.id} and a.player_id = ${playerId} and a.control
-        and a.selected_at <= ${e.eventTime} and a.selected_at >= ${windowStart})
-    limit 1`
-  if (!arm) return
-  const [inserted] = await tx<{ player_id: string }[]>`
-    insert into campaign_conversions (campaign_id, player_id, control, converted_at)
-    values (${c.id}, ${playerId}, ${arm.control}, ${e.eventTime})
-    on conflict do nothing returning player_id`
-  if (!inserted || arm.control) return
-  await insertOutbox(tx, {
-    tenantId: c.tenant_id,
-    brandId: c.brand_id,
-    event: 'player.converted',
-    data: { player_id: playerId, external_id: e.externalId, conversion: 'campaign', campaign_id: c.id, event_type: e.type, at: e.eventTime.toISOString() },
+/**
+ * Conversions of a whole batch: each matching event counts when it falls within the window after a
+ * delivered message (treated arm) or the hold-out (control arm); a player converts once per campaign,
+ * with the earliest such event of the batch. Treated conversions fire player.converted.
+ */
+async function convertAll(tx: Sql, matches: TriggerMatch[]): Promise<void> {
+  if (!matches.length) return
+  const since = matches.map((m) => {
+    const conv = m.c.config.conversion as { within_hours?: number }
+    return new Date(m.e.eventTime.getTime() - (conv.within_hours ?? 72) * 3_600_000).toISOString()
   })
+  const arms = await tx<{ n: string; treated: boolean; control: boolean }[]>`
+    select x.n,
+      exists (select 1 from notifications n
+              where n.campaign_id = x.campaign_id and n.player_id = x.player_id and n.status = 'delivered'
+                and n.delivered_at <= x.at and n.delivered_at >= x.since) as treated,
+      exists (select 1 from campaign_audience a
+              where a.campaign_id = x.campaign_id and a.player_id = x.player_id and a.control
+                and a.selected_at <= x.at and a.selected_at >= x.since) as control
+    from unnest(${matches.map((m) => m.c.id)}::uuid[], ${matches.map((m) => m.playerId)}::uuid[],
+                ${matches.map((m) => m.e.eventTime.toISOString())}::timestamptz[], ${since}::timestamptz[])
+      with ordinality as x(campaign_id, player_id, at, since, n)`
+  const armOf = new Map(arms.map((a) => [Number(a.n) - 1, a.treated ? false : a.control ? true : null]))
+  const first = new Map<string, TriggerMatch & { control: boolean }>()
+  matches.forEach((m, i) => {
+    const control = armOf.get(i)
+    const k = `${m.c.id}|${m.playerId}`
+    if (control != null && !first.has(k)) first.set(k, { ...m, control })
+  })
+  const conversions = [...first.values()]
+  if (!conversions.length) return
+  const inserted = await tx<{ campaign_id: string; player_id: string }[]>`
+    insert into campaign_conversions (campaign_id, player_id, control, converted_at)
+    select * from unnest(${conversions.map((m) => m.c.id)}::uuid[], ${conversions.map((m) => m.playerId)}::uuid[],
+                         ${conversions.map((m) => String(m.control))}::text[]::bool[], ${conversions.map((m) => m.e.eventTime.toISOString())}::timestamptz[])
+    on conflict do nothing returning campaign_id, player_id`
+  const fresh = new Set(inserted.map((r) => `${r.campaign_id}|${r.player_id}`))
+  await insertOutboxMany(
+    tx,
+    conversions
+      .filter((m) => !m.control && fresh.has(`${m.c.id}|${m.playerId}`))
+      .map(({ c, e, playerId }) => ({
+        tenantId: c.tenant_id,
+        brandId: c.brand_id,
+        event: 'player.converted',
+        data: { player_id: playerId, external_id: e.externalId, conversion: 'campaign', campaign_id: c.id, event_type: e.type, at: e.eventTime.toISOString() },
+      })),
+  )
 }
 
 export function campaignConsumer(ctx: Pick<AppContext, 'clock' | 'log' | 'delivery'>): StreamConsumer {
@@ -298,6 +318,7 @@ export function campaignConsumer(ctx: Pick<AppContext, 'clock' | 'log' | 'delive
       const playerOf = await playersOf(sql, events)
       const now = ctx.clock()
       const triggered: TriggerMatch[] = []
+      const converting: TriggerMatch[] = []
       for (const e of events) {
         const playerId = playerOf(e)
         if (!playerId) continue
@@ -317,10 +338,11 @@ export function campaignConsumer(ctx: Pick<AppContext, 'clock' | 'log' | 'delive
             }
           }
           const conv = c.config.conversion as { event_type?: string } | undefined
-          if (conv && conv.event_type === e.type) await convert(sql, c, e, playerId)
+          if (conv && conv.event_type === e.type) converting.push({ c, e, playerId })
         }
       }
       await enrolAll(sql, ctx, triggered, now)
+      await convertAll(sql, converting)
     },
   }
 }

@@ -156,10 +156,14 @@ t.test('conversions: counted once per player in each arm, player.converted carri
   t.ok(control.length > 0 && control.length < 12, `both arms populated (${control.length} held out)`)
   // The treated arm's in-app messages delivered (what the delivery dispatcher records when it stores them).
   await ctx.sql`update notifications set status = 'delivered', delivered_at = now() where campaign_id = ${c.id} and status = 'queued'`
-  for (const p of names) {
+  // Half one event at a time, half in one batch (two conversions of a player applied together).
+  for (const p of names.slice(0, 6)) {
     await event(tenant, p, 'deposit', { amount: 20, currency: 'EUR' })
     await event(tenant, p, 'deposit', { amount: 30, currency: 'EUR' })
   }
+  const batch = names.slice(6).flatMap((p) => [20, 30].map((amount) => ({ player_id: p, event_type: 'deposit', event_id: eventId(), payload: { amount, currency: 'EUR' } })))
+  await must(h.request('POST', '/events', { key: tenant.key, body: { events: batch } }), 200)
+  await ctx.stream!.idle()
   const stats = (await campaign(h, tenant, c.id)).stats
   t.equal(stats.converted, 12 - control.length, 'each treated player once')
   t.equal(stats.control_converted, control.length, 'each held-out player once')
