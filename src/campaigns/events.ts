@@ -71,11 +71,6 @@ export function interestOf(campaigns: EngineCampaign[]): Map<string, Set<string>
   return out
 }
 
-/** Whether the player is in the campaign's target segment now (true when it has none). */
-async function inSegment(tx: Sql, c: EngineCampaign, playerId: string, now: Date): Promise<boolean> {
-  return (await membersAmong(tx, c, [playerId], now)).has(playerId)
-}
-
 /** Which of these players are in the campaign's target segment now (all of them when it has none). */
 async function membersAmong(tx: Sql, c: EngineCampaign, playerIds: string[], now: Date): Promise<Set<string>> {
   if (!c.target_segment_id) return new Set(playerIds)
@@ -209,21 +204,33 @@ async function enrolAll(tx: Sql, deps: SendDeps, matches: TriggerMatch[], now: D
   )
 }
 
-/** A journey entry by trigger (once per player and campaign). */
-async function enterJourney(tx: Sql, c: EngineCampaign, playerId: string, now: Date): Promise<void> {
-  if (!(await inSegment(tx, c, playerId, now))) return
-  if (isControl(c.id, playerId, controlPercentOf(c.config))) {
-    await holdOut(tx, c, playerId, now)
-    return
+/**
+ * Journey entries by trigger for a whole batch (once per player and campaign): the segment per campaign,
+ * control members held out in the audience of the campaign's 'entries' run, the others inserted at the
+ * first step in one statement.
+ */
+async function enterJourneys(tx: Sql, matches: TriggerMatch[], now: Date): Promise<void> {
+  const byCampaign = new Map<EngineCampaign, Set<string>>()
+  for (const m of matches) byCampaign.set(m.c, (byCampaign.get(m.c) ?? new Set()).add(m.playerId))
+  const entering: { c: EngineCampaign; playerId: string }[] = []
+  for (const [c, players] of byCampaign) {
+    const members = await membersAmong(tx, c, [...players], now)
+    const held = [...members].filter((p) => isControl(c.id, p, controlPercentOf(c.config)))
+    if (held.length) await holdOut(tx, c, held, now)
+    for (const playerId of members) if (!held.includes(playerId)) entering.push({ c, playerId })
   }
+  if (!entering.length) return
   await tx`
     insert into campaign_participants (campaign_id, tenant_id, brand_id, player_id, step, status, wake_at, entered_at, updated_at)
-    values (${c.id}, ${c.tenant_id}, ${c.brand_id}, ${playerId}, ${firstStepId(c)}, 'active', ${now}, ${now}, ${now})
+    select x.campaign_id, x.tenant_id, x.brand_id, x.player_id, x.step, 'active', ${now}, ${now}, ${now}
+    from unnest(${entering.map((e) => e.c.id)}::uuid[], ${entering.map((e) => e.c.tenant_id)}::uuid[], ${entering.map((e) => e.c.brand_id)}::uuid[],
+                ${entering.map((e) => e.playerId)}::uuid[], ${entering.map((e) => firstStepId(e.c))}::text[])
+      as x(campaign_id, tenant_id, brand_id, player_id, step)
     on conflict (campaign_id, player_id) do nothing`
 }
 
-/** A control member entering by event: recorded in the audience of the campaign's 'entries' run. */
-async function holdOut(tx: Sql, c: EngineCampaign, playerId: string, now: Date): Promise<void> {
+/** Control members entering by event: recorded in the audience of the campaign's 'entries' run. */
+async function holdOut(tx: Sql, c: EngineCampaign, playerIds: string[], now: Date): Promise<void> {
   const [run] = await tx<{ id: string }[]>`
     insert into campaign_runs (campaign_id, tenant_id, brand_id, run_key, state, due_at)
     values (${c.id}, ${c.tenant_id}, ${c.brand_id}, 'entries', 'done', ${now})
@@ -231,25 +238,54 @@ async function holdOut(tx: Sql, c: EngineCampaign, playerId: string, now: Date):
     returning id`
   await tx`
     insert into campaign_audience (run_id, player_id, campaign_id, control, enqueued, selected_at)
-    values (${run!.id}, ${playerId}, ${c.id}, true, false, ${now}) on conflict do nothing`
+    select ${run!.id}, x.player_id, ${c.id}, true, false, ${now} from unnest(${playerIds}::uuid[]) as x(player_id)
+    on conflict do nothing`
 }
 
-/** A waiting participant whose wait_for_event step matches moves on to on_event. */
-async function resumeWaiting(tx: Sql, c: EngineCampaign, e: StreamEvent, playerId: string, now: Date): Promise<void> {
-  const [p] = await tx<{ id: string; step: string; updated_at: Date }[]>`
-    select id, step, updated_at from campaign_participants
-    where campaign_id = ${c.id} and player_id = ${playerId} and status = 'waiting' for update`
-  if (!p) return
-  const step = ((c.config.steps as StepDef[] | undefined) ?? []).find((s) => s.id === p.step)
-  if (!step || step.type !== 'wait_for_event') return
-  // Only events stored after the player reached the step.
-  if (e.receivedAt.getTime() < p.updated_at.getTime() - 1000) return
-  if (!matchesFilter(e, { event_type: step.event_type!, filters: step.filters })) return
-  const next = step.on_event ?? null
+/**
+ * Waiting participants whose wait_for_event step an event of the batch matches move on to on_event: the
+ * batch's waiting participants read (and locked) in one statement, the events tried in stream order, the
+ * moves written in one.
+ */
+async function resumeWaiting(tx: Sql, matches: TriggerMatch[], now: Date): Promise<void> {
+  if (!matches.length) return
+  const waiting = await tx<{ id: string; campaign_id: string; player_id: string; step: string; updated_at: Date }[]>`
+    select p.id, p.campaign_id, p.player_id, p.step, p.updated_at from campaign_participants p
+    join unnest(${matches.map((m) => m.c.id)}::uuid[], ${matches.map((m) => m.playerId)}::uuid[]) as x(campaign_id, player_id)
+      on p.campaign_id = x.campaign_id and p.player_id = x.player_id
+    where p.status = 'waiting'
+    order by p.id
+    for update of p`
+  const byKey = new Map(waiting.map((w) => [`${w.campaign_id}|${w.player_id}`, w]))
+  const moves: { id: string; next: string | null }[] = []
+  for (const { c, e, playerId } of matches) {
+    const k = `${c.id}|${playerId}`
+    const p = byKey.get(k)
+    if (!p) continue
+    const step = ((c.config.steps as StepDef[] | undefined) ?? []).find((s) => s.id === p.step)
+    if (!step || step.type !== 'wait_for_event') continue
+    // Only events stored after the player reached the step.
+    if (e.receivedAt.getTime() < p.updated_at.getTime() - 1000) continue
+    if (!matchesFilter(e, { event_type: step.event_type!, filters: step.filters })) continue
+    moves.push({ id: p.id, next: step.on_event ?? null })
+    byKey.delete(k) // moved on: no longer waiting for the batch's later events
+  }
+  if (!moves.length) return
   await tx`
-    update campaign_participants
-    set step = ${next}, status = ${next ? 'active' : 'completed'}, wake_at = ${next ? now : null}, updated_at = ${now}
-    where id = ${p.id}`
+    update campaign_participants p
+    set step = x.next, status = case when x.next is null then 'completed' else 'active' end,
+        wake_at = case when x.next is null then null else ${now}::timestamptz end, updated_at = ${now}
+    from unnest(${moves.map((m) => m.id)}::uuid[], ${moves.map((m) => m.next)}::text[]) as x(id, next)
+    where p.id = x.id`
+}
+
+/** Players whose status stopped being active leave the marketing journeys they are in, at once. */
+async function exitJourneys(tx: Sql, leaving: TriggerMatch[], now: Date): Promise<void> {
+  if (!leaving.length) return
+  await tx`
+    update campaign_participants p set status = 'exited', wake_at = null, updated_at = ${now}
+    from unnest(${leaving.map((m) => m.c.id)}::uuid[], ${leaving.map((m) => m.playerId)}::uuid[]) as x(campaign_id, player_id)
+    where p.campaign_id = x.campaign_id and p.player_id = x.player_id and p.status in ('active', 'waiting')`
 }
 
 /**
@@ -319,6 +355,9 @@ export function campaignConsumer(ctx: Pick<AppContext, 'clock' | 'log' | 'delive
       const now = ctx.clock()
       const triggered: TriggerMatch[] = []
       const converting: TriggerMatch[] = []
+      const entering: TriggerMatch[] = []
+      const waitingFor: TriggerMatch[] = []
+      const leaving: TriggerMatch[] = []
       for (const e of events) {
         const playerId = playerOf(e)
         if (!playerId) continue
@@ -329,23 +368,28 @@ export function campaignConsumer(ctx: Pick<AppContext, 'clock' | 'log' | 'delive
           const afterStart = !!c.started_at && e.receivedAt.getTime() >= c.started_at.getTime()
           if (c.type === 'triggered' && running && afterStart && trigger && matchesFilter(e, trigger)) triggered.push({ c, e, playerId })
           if (c.type === 'journey' && (c.status === 'running' || c.status === 'paused')) {
-            if (running && afterStart && trigger && matchesFilter(e, trigger)) await enterJourney(sql, c, playerId, now)
-            await resumeWaiting(sql, c, e, playerId, now)
-            if (e.type === 'status_change' && e.fields.status !== 'active' && isMarketing(c)) {
-              await sql`
-                update campaign_participants set status = 'exited', wake_at = null, updated_at = ${now}
-                where campaign_id = ${c.id} and player_id = ${playerId} and status in ('active', 'waiting')`
-            }
+            if (running && afterStart && trigger && matchesFilter(e, trigger)) entering.push({ c, e, playerId })
+            waitingFor.push({ c, e, playerId })
+            if (e.type === 'status_change' && e.fields.status !== 'active' && isMarketing(c)) leaving.push({ c, e, playerId })
           }
           const conv = c.config.conversion as { event_type?: string } | undefined
           if (conv && conv.event_type === e.type) converting.push({ c, e, playerId })
         }
       }
+      // Each kind for the whole batch at once. The order keeps what one event at a time did: an entry
+      // starts 'active' (a wait it reaches later is for later events), and leaving comes last, so a player
+      // who stops being active within the batch ends outside every marketing journey.
       await enrolAll(sql, ctx, triggered, now)
+      await enterJourneys(sql, entering, now)
+      await resumeWaiting(sql, waitingFor.filter((m) => waitsFor(m.c, m.e.type)), now)
+      await exitJourneys(sql, leaving, now)
       await convertAll(sql, converting)
     },
   }
 }
+
+/** Whether some wait_for_event step of the journey waits for this event type. */
+const waitsFor = (c: EngineCampaign, type: string) => ((c.config.steps as StepDef[] | undefined) ?? []).some((s) => s.type === 'wait_for_event' && s.event_type === type)
 
 /** Each event's player id: from the stream row, else (a player the row predates) by its external id, in one query. */
 async function playersOf(sql: Sql, events: StreamEvent[]): Promise<(e: StreamEvent) => string | undefined> {

@@ -121,3 +121,43 @@ t.test('a trigger enters players by event, once; paused journeys hold their play
   t.equal(p.data.length, 1, 'entered once')
   t.equal(p.data[0].status, 'completed')
 })
+
+t.test('one batch of events: entries, waits met, and exits applied together as one at a time would', async (t) => {
+  const tenant = await h.createTenant()
+  const thanks = await template(h, tenant)
+  const c = await createCampaign(h, tenant, {
+    type: 'journey',
+    config: {
+      trigger: { event_type: 'registration' },
+      steps: [
+        { id: 'deposit?', type: 'wait_for_event', event_type: 'deposit', filters: [{ field: 'amount', op: 'gte', value: 10 }], timeout_seconds: 600, on_event: 'thanks', on_timeout: null },
+        { id: 'thanks', type: 'send', channel: 'in_app', template_id: thanks },
+      ],
+    },
+  })
+  await move(h, tenant, c.id, 'running')
+  const batch = async (events: [string, string, Record<string, unknown>][]) => {
+    const body = { events: events.map(([player_id, event_type, payload]) => ({ player_id, event_type, payload, event_id: `jb-${process.pid}-${++n}` })) }
+    await must(h.request('POST', '/events', { key: tenant.key, body }), 200)
+    await ctx.stream!.idle()
+  }
+  const players = ['b1', 'b2', 'b3', 'b4']
+  await batch(players.map((p) => [p, 'registration', {}]))
+  await until(h, async () => (await participants(tenant, c.id, { status: 'waiting' })).data.length === 4)
+  await new Promise((r) => setTimeout(r, 1100)) // events stored after the players reached the wait
+  await batch([
+    ['b1', 'deposit', { amount: 25, currency: 'EUR' }],
+    ['b2', 'deposit', { amount: 5, currency: 'EUR' }],
+    ['b3', 'status_change', { status: 'self_excluded' }],
+    ['b2', 'deposit', { amount: 30, currency: 'EUR' }],
+    ['b3', 'deposit', { amount: 25, currency: 'EUR' }],
+    ['b5', 'registration', {}],
+    ['b5', 'deposit', { amount: 25, currency: 'EUR' }],
+  ])
+  const ids = Object.fromEntries(await Promise.all([...players, 'b5'].map(async (p) => [await idOf(tenant, p), p])))
+  await until(h, async () => (await sent(h, c.id)).length === 2)
+  await until(h, async () => (await participants(tenant, c.id, { status: 'waiting' })).data.length === 2)
+  const status = Object.fromEntries((await participants(tenant, c.id)).data.map((p) => [ids[p.player_id], p.status]))
+  t.same(status, { b1: 'completed', b2: 'completed', b3: 'exited', b4: 'waiting', b5: 'waiting' }, 'b5 entered with the batch: its deposit came before its wait')
+  t.same((await sent(h, c.id)).map((r) => ids[r.player_id]).sort(), ['b1', 'b2'])
+})
