@@ -1,6 +1,12 @@
 // Email over SMTP with nodemailer: one pooled transport per brand (rebuilt when its settings change),
 // connecting to the address the URL policy checked (TLS still verifies the host name). A 5xx refusal of
 // the recipient is a bounce; other failures are retried.
+//
+// The transports live on a worker thread of their own (email.worker.ts): building each MIME message and
+// the SMTP exchanges were most of the dispatcher's event loop in the email bench (bench/RESULTS.md), and
+// on the main thread they delayed every API request and the other channels. The dispatcher keeps the
+// rules, rendering and outcomes; the worker only sends.
+import { Worker } from 'node:worker_threads'
 import nodemailer, { type Transporter } from 'nodemailer'
 import type SMTPPool from 'nodemailer/lib/smtp-pool/index.js'
 import { checkUrl, UrlPolicyError } from '../../lib/url-policy.ts'
@@ -23,7 +29,19 @@ interface PooledTransport {
   transport: Transporter<SMTPPool.SentMessageInfo>
 }
 
-export function createEmailChannel(opts: { allowPrivate: boolean; maxConnections?: number }) {
+export interface EmailBrand {
+  brandId: string
+  smtpUrl: string
+  version: string
+}
+
+export interface SmtpOptions {
+  allowPrivate: boolean
+  maxConnections?: number
+}
+
+/** The SMTP senders themselves, on the thread that calls them (the worker's). */
+export function createSmtpSender(opts: SmtpOptions) {
   const transports = new Map<string, Promise<PooledTransport>>()
 
   async function build(smtpUrl: string, version: string): Promise<PooledTransport> {
@@ -61,7 +79,7 @@ export function createEmailChannel(opts: { allowPrivate: boolean; maxConnections
   }
 
   return {
-    async send(brand: { brandId: string; smtpUrl: string; version: string }, m: EmailMessage): Promise<Outcome> {
+    async send(brand: EmailBrand, m: EmailMessage): Promise<Outcome> {
       let transport
       try {
         transport = await transportFor(brand.brandId, brand.smtpUrl, brand.version)
@@ -96,6 +114,67 @@ export function createEmailChannel(opts: { allowPrivate: boolean; maxConnections
     close() {
       for (const pending of transports.values()) pending.then((t) => t.transport.close()).catch(() => {})
       transports.clear()
+    },
+  }
+}
+
+/** Messages to the email worker, and its answers. */
+export type EmailWorkerRequest = { id: number; brand: EmailBrand; message: EmailMessage } | { close: true }
+export interface EmailWorkerReply {
+  id: number
+  outcome: Outcome
+}
+
+/**
+ * The email channel: createSmtpSender on a worker thread, started on the first send. A worker that dies
+ * (it should not) fails its sends in flight as retries, and the next send starts another.
+ */
+export function createEmailChannel(opts: SmtpOptions) {
+  interface Running {
+    worker: Worker
+    /** Its sends in flight, by id. */
+    pending: Map<number, (o: Outcome) => void>
+  }
+  let current: Running | undefined
+  let nextId = 0
+
+  function start(): Running {
+    const worker = new Worker(new URL('./email.worker.ts', import.meta.url), { workerData: opts, execArgv: process.execArgv })
+    const running: Running = { worker, pending: new Map() }
+    // Idle, it must not keep the process alive; while sends are in flight the dispatcher does.
+    worker.unref()
+    worker.on('message', (r: EmailWorkerReply) => {
+      const done = running.pending.get(r.id)
+      running.pending.delete(r.id)
+      done?.(r.outcome)
+    })
+    const fail = (why: string) => {
+      if (current === running) current = undefined
+      for (const done of running.pending.values()) done({ kind: 'retry', error: `smtp: ${why}` })
+      running.pending.clear()
+    }
+    worker.on('error', (err) => fail(`email worker failed: ${err.message}`))
+    worker.on('exit', (code) => fail(`email worker exited (${code})`))
+    return running
+  }
+
+  return {
+    send(brand: EmailBrand, message: EmailMessage): Promise<Outcome> {
+      const running = (current ??= start())
+      const id = nextId++
+      return new Promise<Outcome>((resolve) => {
+        running.pending.set(id, resolve)
+        running.worker.postMessage({ id, brand, message } satisfies EmailWorkerRequest)
+      })
+    },
+    close() {
+      // The worker closes its pools (ending their SMTP sessions with QUIT) and exits. The dispatcher has
+      // stopped its sends first; any still in flight are retried later, by whichever process.
+      if (!current) return
+      current.worker.postMessage({ close: true } satisfies EmailWorkerRequest)
+      for (const done of current.pending.values()) done({ kind: 'retry', error: 'smtp: the email channel closed' })
+      current.pending.clear()
+      current = undefined
     },
   }
 }
