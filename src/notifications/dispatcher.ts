@@ -401,7 +401,7 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
       await unlisten?.()
       await listener?.end({ timeout: 2 })
       await inbox.close()
-      email.close()
+      await email.close()
       await http.close()
     },
   }

@@ -6,10 +6,10 @@
 // the SMTP exchanges were most of the dispatcher's event loop in the email bench (bench/RESULTS.md), and
 // on the main thread they delayed every API request and the other channels. The dispatcher keeps the
 // rules, rendering and outcomes; the worker only sends.
-import { Worker } from 'node:worker_threads'
 import nodemailer, { type Transporter } from 'nodemailer'
 import type SMTPPool from 'nodemailer/lib/smtp-pool/index.js'
 import { checkUrl, UrlPolicyError } from '../../lib/url-policy.ts'
+import { createWorkerClient } from '../../workers/rpc.ts'
 import { smtpTarget } from '../settings.ts'
 import type { Outcome } from './outcome.ts'
 
@@ -118,63 +118,22 @@ export function createSmtpSender(opts: SmtpOptions) {
   }
 }
 
-/** Messages to the email worker, and its answers. */
-export type EmailWorkerRequest = { id: number; brand: EmailBrand; message: EmailMessage } | { close: true }
-export interface EmailWorkerReply {
-  id: number
-  outcome: Outcome
+/** One send as the email worker gets it. */
+export interface EmailSend {
+  brand: EmailBrand
+  message: EmailMessage
 }
 
-/**
- * The email channel: createSmtpSender on a worker thread, started on the first send. A worker that dies
- * (it should not) fails its sends in flight as retries, and the next send starts another.
- */
+/** The email channel: createSmtpSender on a worker thread of its own (email.worker.ts). */
 export function createEmailChannel(opts: SmtpOptions) {
-  interface Running {
-    worker: Worker
-    /** Its sends in flight, by id. */
-    pending: Map<number, (o: Outcome) => void>
-  }
-  let current: Running | undefined
-  let nextId = 0
-
-  function start(): Running {
-    const worker = new Worker(new URL('./email.worker.ts', import.meta.url), { workerData: opts, execArgv: process.execArgv })
-    const running: Running = { worker, pending: new Map() }
-    // Idle, it must not keep the process alive; while sends are in flight the dispatcher does.
-    worker.unref()
-    worker.on('message', (r: EmailWorkerReply) => {
-      const done = running.pending.get(r.id)
-      running.pending.delete(r.id)
-      done?.(r.outcome)
-    })
-    const fail = (why: string) => {
-      if (current === running) current = undefined
-      for (const done of running.pending.values()) done({ kind: 'retry', error: `smtp: ${why}` })
-      running.pending.clear()
-    }
-    worker.on('error', (err) => fail(`email worker failed: ${err.message}`))
-    worker.on('exit', (code) => fail(`email worker exited (${code})`))
-    return running
-  }
-
+  const worker = createWorkerClient<EmailSend, Outcome>({
+    url: new URL('./email.worker.ts', import.meta.url),
+    data: opts,
+    // A send in flight when the worker went away: tried again later, by whichever process.
+    onLost: (why) => ({ kind: 'retry', error: `smtp: email channel ${why}` }),
+  })
   return {
-    send(brand: EmailBrand, message: EmailMessage): Promise<Outcome> {
-      const running = (current ??= start())
-      const id = nextId++
-      return new Promise<Outcome>((resolve) => {
-        running.pending.set(id, resolve)
-        running.worker.postMessage({ id, brand, message } satisfies EmailWorkerRequest)
-      })
-    },
-    close() {
-      // The worker closes its pools (ending their SMTP sessions with QUIT) and exits. The dispatcher has
-      // stopped its sends first; any still in flight are retried later, by whichever process.
-      if (!current) return
-      current.worker.postMessage({ close: true } satisfies EmailWorkerRequest)
-      for (const done of current.pending.values()) done({ kind: 'retry', error: 'smtp: the email channel closed' })
-      current.pending.clear()
-      current = undefined
-    },
+    send: (brand: EmailBrand, message: EmailMessage): Promise<Outcome> => worker.call({ brand, message }),
+    close: () => worker.close(),
   }
 }
