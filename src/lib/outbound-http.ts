@@ -4,6 +4,7 @@
 // pool per (origin, address) with a bounded number of connections, a timeout covering the whole request
 // including the response body, and redirects are never followed (a 3xx is returned as it is).
 import { Pool, buildConnector } from 'undici'
+import { createWorkerClient } from '../workers/rpc.ts'
 import type { CheckedUrl } from './url-policy.ts'
 
 export interface OutboundResponse {
@@ -166,6 +167,37 @@ export function createOutboundHttp(opts: OutboundHttpOptions = {}): OutboundHttp
       pools.clear()
       await Promise.all(all.map((e) => e.pool.destroy().catch(() => {})))
     },
+  }
+}
+
+/** A request as it crosses to the worker thread (a URL object does not: its href does). */
+export interface WireRequest {
+  target: Omit<CheckedUrl, 'url'> & { href: string }
+  req: OutboundRequest
+}
+/** Its result: the response, or what went wrong (errors cross threads without their class). */
+export type WireResult = { res: OutboundResponse } | { timeoutMs: number } | { error: string }
+
+/**
+ * createOutboundHttp on a worker thread of its own (outbound-http.worker.ts): the HTTP exchanges, TLS and
+ * socket writes run there, so a busy sender (webhooks: ~40 % of its process was undici) leaves the main
+ * thread to its queries. Same requests, same errors (OutboundTimeoutError for a timeout).
+ */
+export function createOutboundHttpOnWorker(opts: OutboundHttpOptions = {}): Pick<OutboundHttp, 'request' | 'close'> {
+  const worker = createWorkerClient<WireRequest, WireResult>({
+    url: new URL('./outbound-http.worker.ts', import.meta.url),
+    data: opts,
+    onLost: (why) => ({ error: `outbound http ${why}` }),
+  })
+  return {
+    async request(target, req) {
+      const { url, ...rest } = target
+      const r = await worker.call({ target: { ...rest, href: url.href }, req })
+      if ('res' in r) return r.res
+      if ('timeoutMs' in r) throw new OutboundTimeoutError(r.timeoutMs)
+      throw new Error(r.error)
+    },
+    close: () => worker.close(),
   }
 }
 
