@@ -5,7 +5,7 @@
 import type { ReservedSql, TransactionSql } from 'postgres'
 import type { AppContext } from '../context.ts'
 import type { Sql as Pool } from '../db/postgres.ts'
-import type { StreamConsumer, StreamEvent } from '../engine/event-stream.ts'
+import type { InterestEntry, StreamConsumer, StreamEvent } from '../engine/event-stream.ts'
 import { matchesFilter, type EventCondition } from '../lib/event-filter.ts'
 import { insertOutboxMany } from '../lib/outbox.ts'
 import { memberCondition } from '../segments/queries.ts'
@@ -47,24 +47,28 @@ async function reactiveCampaigns(sql: Sql, brandIds: string[]): Promise<EngineCa
       )`
 }
 
-/** The event types each brand's campaigns could react to (the stream's cheap pre-test). */
-export function interestOf(campaigns: EngineCampaign[]): Map<string, Set<string>> {
-  const out = new Map<string, Set<string>>()
-  const add = (brandId: string, type: unknown) => {
+/**
+ * What each brand's campaigns could react to (the stream's cheap pre-test): a trigger's or a
+ * wait_for_event step's type with its filters (events no filter passes never become rows), a conversion's
+ * and status_change (journeys' exits) in full.
+ */
+export function interestOf(campaigns: EngineCampaign[]): Map<string, InterestEntry[]> {
+  const out = new Map<string, InterestEntry[]>()
+  const add = (brandId: string, type: unknown, filters?: EventCondition[]) => {
     if (typeof type !== 'string') return
-    let set = out.get(brandId)
-    if (!set) out.set(brandId, (set = new Set()))
-    set.add(type)
+    let list = out.get(brandId)
+    if (!list) out.set(brandId, (list = []))
+    list.push(filters?.length ? { type, filters } : type)
   }
   for (const c of campaigns) {
     const conv = c.config.conversion as { event_type?: string } | undefined
     if (conv) add(c.brand_id, conv.event_type)
     if (c.status !== 'running' && c.status !== 'paused') continue
     const trigger = c.config.trigger as Filter | undefined
-    if (c.type === 'triggered' && trigger) add(c.brand_id, trigger.event_type)
+    if (c.type === 'triggered' && trigger) add(c.brand_id, trigger.event_type, trigger.filters)
     if (c.type === 'journey') {
-      if (trigger) add(c.brand_id, trigger.event_type)
-      for (const s of (c.config.steps as StepDef[] | undefined) ?? []) if (s.type === 'wait_for_event') add(c.brand_id, s.event_type)
+      if (trigger) add(c.brand_id, trigger.event_type, trigger.filters)
+      for (const s of (c.config.steps as StepDef[] | undefined) ?? []) if (s.type === 'wait_for_event') add(c.brand_id, s.event_type, s.filters)
       add(c.brand_id, 'status_change')
     }
   }
@@ -342,8 +346,7 @@ export function campaignConsumer(ctx: Pick<AppContext, 'clock' | 'log' | 'delive
   return {
     name: CONSUMER_NAME,
     async interest(sql: Pool, brandIds: string[]) {
-      const byBrand = interestOf(await reactiveCampaigns(sql, brandIds))
-      return byBrand as Map<string, Iterable<string>>
+      return interestOf(await reactiveCampaigns(sql, brandIds))
     },
     async handle(tx: Tx, events: StreamEvent[]) {
       // The stream hands a transaction (or a reserved connection inside one): the same queries apply.

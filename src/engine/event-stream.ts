@@ -32,6 +32,7 @@ import type { ReservedSql, TransactionSql } from 'postgres'
 import type { AppContext } from '../context.ts'
 import type { Bus } from '../db/bus.ts'
 import type { Sql } from '../db/postgres.ts'
+import type { EventCondition } from '../lib/event-filter.ts'
 import type { Logger } from '../lib/log.ts'
 import type { Metrics } from '../lib/metrics.ts'
 
@@ -61,10 +62,12 @@ export interface StreamConsumer {
   name: string
   /**
    * The stored event types of these brands that some active rule of this consumer could match, `'*'`
-   * for every type. Called when a brand's entry is not cached (first use, after interestChanged, after
-   * INTEREST_TTL_MS). Include types whose effect is implied (e.g. `bet_rollback` when `bet` counts).
+   * for every type; `{ type, filters }` when only events matching the filters can matter (a rule's own
+   * filter, tested again by the consumer: the pre-test only spares the rows of events no rule wants).
+   * Called when a brand's entry is not cached (first use, after interestChanged, after INTEREST_TTL_MS).
+   * Include types whose effect is implied (e.g. `bet_rollback` when `bet` counts).
    */
-  interest(sql: Sql, brandIds: string[]): Promise<Map<string, Iterable<string>>>
+  interest(sql: Sql, brandIds: string[]): Promise<Map<string, Iterable<InterestEntry>>>
   /**
    * Applies the events on `tx`: every effect must be written there (outbox rows with insertOutbox on tx,
    * notifications enqueued on tx), so it commits exactly when the events are consumed. Events of one
@@ -77,8 +80,24 @@ export interface StreamConsumer {
   batchSize?: number
 }
 
-/** Per brand: event type → comma-separated consumer names (what the ingest worker gets). */
-export type StreamInterest = Record<string, Record<string, string>>
+/**
+ * A consumer's interest in one event type: every event of it (the bare type), or only events some of
+ * whose `filters` all hold (the rule language's conditions, tested on the ingest worker exactly as the
+ * consumer tests them: lib/event-filter.ts).
+ */
+export type InterestEntry = string | { type: string; filters: EventCondition[] }
+
+/** The consumers interested in some events of a type: those in every one, and those behind filters. */
+export interface FilteredInterest {
+  always: string[]
+  when: { consumer: string; any: EventCondition[][] }[]
+}
+
+/**
+ * Per brand: event type → the interested consumers (what the ingest worker gets): comma-separated names
+ * when none of them filters (one lookup per event), else a FilteredInterest.
+ */
+export type StreamInterest = Record<string, Record<string, string | FilteredInterest>>
 
 /** Rows the ingest worker produced for a group: parallel arrays, one entry per interesting event. */
 export interface StreamColumns {
@@ -136,7 +155,7 @@ export function createEventStream(deps: { sql: Sql; bus: Bus; log: Logger; pollM
   // Claim loops per consumer in this process (1..32768: part is 0..32767).
   const loopCount = Math.min(Math.max(1, Math.floor(deps.loops ?? 1)), 32768)
   const consumers = new Map<string, ConsumerLoop>()
-  const interestCache = new Map<string, { at: number; value: Promise<Record<string, string>>; version: number }>()
+  const interestCache = new Map<string, { at: number; value: Promise<Record<string, string | FilteredInterest>>; version: number }>()
   let version = 0
   let stopped = false
 
@@ -146,30 +165,43 @@ export function createEventStream(deps: { sql: Sql; bus: Bus; log: Logger; pollM
     else interestCache.delete(brandId)
   })
 
-  async function loadInterest(brandIds: string[]): Promise<Map<string, Record<string, string>>> {
-    const out = new Map<string, Map<string, Set<string>>>()
+  async function loadInterest(brandIds: string[]): Promise<Map<string, Record<string, string | FilteredInterest>>> {
+    // brand → type → consumer → 'all' or the alternative filters under which it is interested
+    const out = new Map<string, Map<string, Map<string, 'all' | EventCondition[][]>>>()
     for (const id of brandIds) out.set(id, new Map())
     for (const c of consumers.values()) {
       const got = await c.consumer.interest(sql, brandIds)
-      for (const [brandId, types] of got) {
+      for (const [brandId, entries] of got) {
         const byType = out.get(brandId)
         if (!byType) continue
-        for (const t of types) {
-          let names = byType.get(t)
-          if (!names) byType.set(t, (names = new Set()))
-          names.add(c.consumer.name)
+        for (const entry of entries) {
+          const type = typeof entry === 'string' ? entry : entry.type
+          const filters = typeof entry === 'string' || !entry.filters?.length ? 'all' : entry.filters
+          let names = byType.get(type)
+          if (!names) byType.set(type, (names = new Map()))
+          const had = names.get(c.consumer.name)
+          if (had === 'all' || filters === 'all') names.set(c.consumer.name, 'all')
+          else names.set(c.consumer.name, [...(had ?? []), filters])
         }
       }
     }
-    const result = new Map<string, Record<string, string>>()
+    const result = new Map<string, Record<string, string | FilteredInterest>>()
     for (const [brandId, byType] of out) {
-      const rec: Record<string, string> = {}
+      const rec: Record<string, string | FilteredInterest> = {}
       // A '*' consumer is interested in every type: add it to each listed type too, so the worker needs
       // one lookup (type, else '*').
       const star = byType.get('*')
       for (const [t, names] of byType) {
-        if (star) for (const n of star) names.add(n)
-        rec[t] = [...names].sort().join(',')
+        if (star && t !== '*') {
+          for (const [n, f] of star) {
+            const had = names.get(n)
+            names.set(n, had === 'all' || f === 'all' ? 'all' : [...(had ?? []), ...f])
+          }
+        }
+        const sorted = [...names].sort((a, b) => (a[0] < b[0] ? -1 : 1))
+        const always = sorted.filter(([, f]) => f === 'all').map(([n]) => n)
+        const when = sorted.filter(([, f]) => f !== 'all').map(([consumer, f]) => ({ consumer, any: f as EventCondition[][] }))
+        rec[t] = when.length ? { always, when } : always.join(',')
       }
       result.set(brandId, rec)
     }
@@ -203,7 +235,7 @@ export function createEventStream(deps: { sql: Sql; bus: Bus; log: Logger; pollM
     const out: StreamInterest = {}
     let any = false
     for (const id of new Set(brandIds)) {
-      const rec = await (interestCache.get(id) as { value: Promise<Record<string, string>> }).value
+      const rec = await (interestCache.get(id) as { value: Promise<Record<string, string | FilteredInterest>> }).value
       for (const _ in rec) {
         out[id] = rec
         any = true

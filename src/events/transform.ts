@@ -2,7 +2,8 @@
 // canonical fields, encode ClickHouse rows (RowBinary, see event-rows.ts) and fold each player's events
 // into one profile delta. Pure: no I/O, so it is unit-testable and runs the same on any thread.
 import Type, { type Static } from 'typebox'
-import { emptyStreamColumns, type StreamColumns } from '../engine/event-stream.ts'
+import { emptyStreamColumns, type FilteredInterest, type StreamColumns } from '../engine/event-stream.ts'
+import { conditionHolds, type FilterableEvent } from '../lib/event-filter.ts'
 import { RowBinaryWriter } from './event-rows.ts'
 import { isTimeZone } from '../lib/zoned-time.ts'
 import { deriveFields, type MappingConfig, compileMapping, type CompiledMapping } from './mapping.ts'
@@ -30,9 +31,10 @@ export const TransformTask = Type.Object({
   seqBase: Type.Number(),
   /**
    * The event stream's pre-test (src/engine/event-stream.ts): per brand, stored type (or '*') → the
-   * consumers interested, comma-separated. Absent when no consumer wants anything.
+   * consumers interested, comma-separated, or some of them behind filters. Absent when no consumer
+   * wants anything.
    */
-  streamInterest: Type.Optional(Type.Record(Type.String(), Type.Record(Type.String(), Type.String()))),
+  streamInterest: Type.Optional(Type.Record(Type.String(), Type.Record(Type.String(), Type.Unsafe<string | FilteredInterest>({})))),
 })
 export type TransformTask = Static<typeof TransformTask>
 
@@ -225,26 +227,30 @@ export function transformGroup(task: TransformTask): TransformResult {
       rows.string(JSON.stringify(event))
       rowCount++
 
-      // The event stream's cheap test: one lookup unless some consumer's rule could match this type.
-      const consumers = interest && (interest[type] ?? interest['*'])
-      if (consumers) {
+      // The event stream's cheap test: one lookup unless some consumer's rule could match this type;
+      // then the rules' filters, when they have any, on the fields the consumer will see.
+      const interested = interest && (interest[type] ?? interest['*'])
+      if (interested) {
         const fields: Record<string, unknown> = { ...f }
         if (f.amount !== undefined) {
           if (Number.isNaN(amountMicros)) delete fields.amount
           else fields.amount = microsToDecimal(amountMicros)
         }
         if (f.currency !== undefined) fields.currency = currency || f.currency
-        stream.consumers.push(consumers)
-        stream.tenant_id.push(tenantId)
-        stream.brand_id.push(brandId)
-        stream.external_id.push(externalId)
-        stream.event_id.push((event.event_id as string | undefined) ?? null)
-        stream.event_type.push(type)
-        stream.source_type.push(sourceType)
-        stream.event_time.push(atMs)
-        stream.received_at.push(receivedAt)
-        stream.fields.push(JSON.stringify(fields))
-        stream.payload.push(event.payload === undefined ? null : JSON.stringify(event.payload))
+        const consumers = typeof interested === 'string' ? interested : consumersFor(interested, { type, fields, payload: (event.payload ?? null) as FilterableEvent['payload'] })
+        if (consumers) {
+          stream.consumers.push(consumers)
+          stream.tenant_id.push(tenantId)
+          stream.brand_id.push(brandId)
+          stream.external_id.push(externalId)
+          stream.event_id.push((event.event_id as string | undefined) ?? null)
+          stream.event_type.push(type)
+          stream.source_type.push(sourceType)
+          stream.event_time.push(atMs)
+          stream.received_at.push(receivedAt)
+          stream.fields.push(JSON.stringify(fields))
+          stream.payload.push(event.payload === undefined ? null : JSON.stringify(event.payload))
+        }
       }
 
       // Fold the event into its player's delta (brand ids are unique across tenants).
@@ -375,4 +381,11 @@ function moneyJson(money: Record<string, Record<string, number>>): string {
     out[cur] = dst
   }
   return JSON.stringify(out)
+}
+
+/** The consumers a filtered interest names for this event, comma-separated ('' for none). */
+function consumersFor(interest: FilteredInterest, e: FilterableEvent): string {
+  const names = [...interest.always]
+  for (const w of interest.when) if (w.any.some((filters) => filters.every((c) => conditionHolds(e, c)))) names.push(w.consumer)
+  return names.sort().join(',')
 }

@@ -3,7 +3,7 @@
 // without losing or repeating, and interest changes apply from the next group. The crash half (kill -9
 // while events stream) is in test/gamification/crash.test.ts, through the gamification consumer.
 import t from 'tap'
-import { createEventStream, emptyStreamColumns, type StreamColumns, type StreamConsumer, type StreamEvent } from '../../src/engine/event-stream.ts'
+import { createEventStream, emptyStreamColumns, type InterestEntry, type StreamColumns, type StreamConsumer, type StreamEvent } from '../../src/engine/event-stream.ts'
 import { startHarness } from '../helpers/harness.ts'
 import { ev, post } from '../events/helpers.ts'
 
@@ -14,11 +14,11 @@ const sql = h.app.ctx.sql
 await sql`create table if not exists stream_test_effects (consumer text not null, brand_id uuid not null, event_id text, event_type text, player_id uuid, amount text)`
 
 /** A consumer interested in `types` of `brandId`, writing each event it gets into the effects table. */
-function testConsumer(name: string, interest: Map<string, string[]>, opts: { fail?: (e: StreamEvent) => boolean } = {}): StreamConsumer {
+function testConsumer(name: string, interest: Map<string, InterestEntry[]>, opts: { fail?: (e: StreamEvent) => boolean } = {}): StreamConsumer {
   return {
     name,
     async interest(_sql, brandIds) {
-      return new Map(brandIds.filter((b) => interest.has(b)).map((b) => [b, interest.get(b) as string[]]))
+      return new Map(brandIds.filter((b) => interest.has(b)).map((b) => [b, interest.get(b) as InterestEntry[]]))
     },
     async handle(tx, events) {
       for (const e of events) {
@@ -60,6 +60,31 @@ t.test('only interesting types reach a consumer, each acknowledged event once, d
   t.equal(again.body.deduped, 30)
   await stream.idle()
   t.equal((await effects('t_once', tenant.brand.id)).length, 30, 'duplicates change nothing')
+})
+
+t.test('filtered interest: only events some filter passes become rows; a bare type or another consumer still gets all', async (t) => {
+  const tenant = await h.createTenant()
+  const big = { type: 'deposit', filters: [{ field: 'amount', op: 'gte' as const, value: 100 }] }
+  const vip = { type: 'deposit', filters: [{ field: 'payload.tier', op: 'eq' as const, value: 'vip' }, { field: 'currency', op: 'eq' as const, value: 'eur' }] }
+  stream.register(testConsumer('t_filtered', new Map([[tenant.brand.id, [big, vip]]])))
+  stream.register(testConsumer('t_all', new Map([[tenant.brand.id, ['deposit']]])))
+  stream.register(testConsumer('t_mixed', new Map([[tenant.brand.id, [big, 'deposit']]])))
+  t.teardown(async () => {
+    for (const n of ['t_filtered', 't_all', 't_mixed']) await stream.unregister(n)
+  })
+  const deposits = [
+    ev({ event_id: 'd-small', event_type: 'deposit', payload: { amount: 20, currency: 'EUR' } }),
+    ev({ event_id: 'd-big', event_type: 'deposit', payload: { amount: '100.00', currency: 'EUR' } }),
+    ev({ event_id: 'd-vip', event_type: 'deposit', payload: { amount: 5, currency: 'EUR', tier: 'vip' } }),
+    ev({ event_id: 'd-vip-usd', event_type: 'deposit', payload: { amount: 5, currency: 'USD', tier: 'vip' } }),
+    ev({ event_id: 'd-none', event_type: 'deposit', payload: { currency: 'EUR' } }),
+  ]
+  t.equal((await post(h, tenant.key, { events: deposits })).status, 200)
+  await stream.idle()
+  const ids = async (n: string) => (await effects(n, tenant.brand.id)).map((r) => r.event_id)
+  t.same(await ids('t_filtered'), ['d-big', 'd-vip'], 'what one of its filters passes (all conditions of it)')
+  t.same(await ids('t_all'), ['d-big', 'd-none', 'd-small', 'd-vip', 'd-vip-usd'], 'a bare type: every event')
+  t.same(await ids('t_mixed'), ['d-big', 'd-none', 'd-small', 'd-vip', 'd-vip-usd'], 'a bare type beside a filter: every event')
 })
 
 t.test('an event reaches every interested consumer, within a second of its 200', async (t) => {
