@@ -253,6 +253,12 @@ async function scenario(mode: 'servers' | 'embedded') {
       await bg
       const backlog = pg ? Number((await pg`select count(*)::int as n from event_stream where consumer = 'campaigns'`)[0]?.n) : Number.NaN
       out(`campaigns consumer backlog when the load stopped: ${Number.isNaN(backlog) ? 'n/a (embedded)' : f(backlog)} events`)
+      if (pg) {
+        // What the triggers sent: the probe's message waits behind these in the delivery queue.
+        const [sent] = await pg<{ n: number; queued: number }[]>`
+          select count(*)::int as n, count(*) filter (where status = 'queued')::int as queued from notifications where campaign_id is not null`
+        out(`triggered messages enqueued during the load: ${f(sent?.n ?? 0)}; still queued for delivery when it stopped: ${f(sent?.queued ?? 0)}`)
+      }
       campaignRun = { ...withCampaigns, lat: Float64Array.from(triggerLat).sort() }
       for (const [t, r] of campaignRules.entries()) {
         for (const c of [...r.campaigns, r.probe]) await api(port, keys[t] as string, 'PATCH', `/campaigns/${c}`, { status: 'cancelled' })
