@@ -31,11 +31,18 @@ export interface TickerOptions {
   idleIntervalMs?: number
   /** Pause after a failed step (default 1000 ms), so a dead database is not hammered. */
   errorBackoffMs?: number
+  /**
+   * Woken again while a step ran (more work is arriving as it goes), wait this long before the next
+   * step, so a stream of small wakes becomes fewer, larger steps (default 0: at once). A wake while the
+   * loop sleeps idle still runs a step at once, so the first item of a burst waits for nothing.
+   */
+  coalesceMs?: number
 }
 
 export function startTicker(opts: TickerOptions): Ticker {
   const idleMs = opts.idleIntervalMs ?? 1000
   const errorMs = opts.errorBackoffMs ?? 1000
+  const coalesceMs = opts.coalesceMs ?? 0
   let stopped = false
   let woken = false
   let sleeping: { timer: NodeJS.Timeout; resolve: () => void } | undefined
@@ -58,6 +65,7 @@ export function startTicker(opts: TickerOptions): Ticker {
       if (stopped) break
       if (failed) await sleep(errorMs)
       else if (!more && !woken) await sleep(idleMs)
+      else if (!more && coalesceMs > 0) await new Promise((r) => setTimeout(r, coalesceMs))
     }
   })()
 

@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto'
 import postgres from 'postgres'
 import t from 'tap'
-import { claimDue, confirmLease, startWorkLoop, type QueueTable } from '../../src/engine/work-loop.ts'
+import { claimDue, confirmLease, startTicker, startWorkLoop, type QueueTable } from '../../src/engine/work-loop.ts'
 import { createLogger } from '../../src/lib/log.ts'
 import { startHarness } from '../helpers/harness.ts'
 
@@ -155,4 +155,36 @@ t.test('work loop', async (t) => {
     t.equal(handled.filter((h) => h.owner === r.token).length, 3, 'the adopted rows ran under the reservation\'s token')
     await sql`delete from ${sql(name)}`
   })
+})
+
+t.test('ticker: a wake while idle runs a step at once; wakes during a step gather behind coalesceMs', async (t) => {
+  const started: number[] = []
+  let release: (() => void) | undefined
+  const ticker = startTicker({
+    name: 'coalesce-test',
+    log,
+    idleIntervalMs: 60_000,
+    coalesceMs: 1000,
+    async step() {
+      started.push(performance.now())
+      if (started.length === 2) await new Promise<void>((r) => (release = r))
+      return false
+    },
+  })
+  t.teardown(() => ticker.stop())
+  await sleep(50) // the first step ran at start; now idle
+  const woken = performance.now()
+  ticker.wake()
+  await sleep(100)
+  t.equal(started.length, 2, 'woken while idle: a step at once')
+  t.ok(started[1]! - woken < 500, 'without waiting for the idle interval or the pause')
+  // Many wakes while that step runs: one more step, after the pause.
+  for (let i = 0; i < 20; i++) ticker.wake()
+  const released = performance.now()
+  release!()
+  await sleep(300)
+  t.equal(started.length, 2, 'not yet: the wakes are gathered')
+  await sleep(1200)
+  t.equal(started.length, 3, 'one step for twenty wakes')
+  t.ok(started[2]! - released >= 990, 'after coalesceMs')
 })
