@@ -103,6 +103,8 @@ async function takePlaces(tx: Sql, wanted: { c: EngineCampaign; playerId: string
   const granted = new Map<string, number>()
   if (!wanted.length) return granted
   const key = (campaignId: string, playerId: string) => `${campaignId}|${playerId}`
+  // In key order, like the row locks below: two processes enrolling the same players never wait in a cycle.
+  wanted = [...wanted].sort((a, b) => (key(a.c.id, a.playerId) < key(b.c.id, b.playerId) ? -1 : 1))
   const inserted = await tx<{ campaign_id: string; player_id: string; count: number }[]>`
     insert into campaign_enrolments (campaign_id, player_id, count)
     select * from unnest(${wanted.map((w) => w.c.id)}::uuid[], ${wanted.map((w) => w.playerId)}::uuid[], ${wanted.map((w) => Math.min(w.count, w.max))}::int[])
