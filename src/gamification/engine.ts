@@ -12,7 +12,8 @@
 import type { ReservedSql, TransactionSql } from 'postgres'
 import type { AppContext } from '../context.ts'
 import type { Sql } from '../db/postgres.ts'
-import type { StreamConsumer, StreamEvent } from '../engine/event-stream.ts'
+import type { InterestEntry, StreamConsumer, StreamEvent } from '../engine/event-stream.ts'
+import type { EventCondition } from '../lib/event-filter.ts'
 import { microsToDecimal, toMicros } from '../events/transform.ts'
 import { insertOutbox } from '../lib/outbox.ts'
 import { memoryLeaderboards, redisLeaderboards, type BoardEntry, type Leaderboards } from '../tournaments/leaderboard.ts'
@@ -125,28 +126,33 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
   // Rule changes drop the compiled definitions with the stream's interest (same bus topic).
   ctx.bus.subscribe('event_stream_interest', () => defsCache.clear())
 
-  async function interest(s: Sql, brandIds: string[]): Promise<Map<string, string[]>> {
-    const rows = await s<{ brand_id: string; t: string | null; metric: string | null }[]>`
-      select brand_id, rules->>'event_type' as t, null as metric from gamification_missions
+  /**
+   * A mission's or badge's type with its filters (events none passes cost no stream row; their rollback
+   * types in full, since a rollback takes back what its round was credited, whatever it carries), and
+   * the types a tournament's metric reads.
+   */
+  async function interest(s: Sql, brandIds: string[]): Promise<Map<string, InterestEntry[]>> {
+    const rows = await s<{ brand_id: string; t: string | null; filters: EventCondition[] | null; metric: string | null }[]>`
+      select brand_id, rules->>'event_type' as t, rules->'filters' as filters, null as metric from gamification_missions
         where brand_id = any(${brandIds}::uuid[]) and status = 'active'
       union all
-      select brand_id, criteria->>'event_type', null from gamification_badges
+      select brand_id, criteria->>'event_type', criteria->'filters', null from gamification_badges
         where brand_id = any(${brandIds}::uuid[]) and criteria ? 'event_type'
       union all
-      select brand_id, null, game_config->>'metric' from tournaments
+      select brand_id, null, null, game_config->>'metric' from tournaments
         where brand_id = any(${brandIds}::uuid[]) and status = 'active'`
-    const out = new Map<string, Set<string>>()
+    const out = new Map<string, InterestEntry[]>()
     for (const r of rows) {
-      let set = out.get(r.brand_id)
-      if (!set) out.set(r.brand_id, (set = new Set()))
+      let list = out.get(r.brand_id)
+      if (!list) out.set(r.brand_id, (list = []))
       if (r.t) {
-        set.add(r.t)
+        list.push(Array.isArray(r.filters) && r.filters.length ? { type: r.t, filters: r.filters } : r.t)
         const rb = ROLLBACK_OF[r.t]
-        if (rb) set.add(rb)
+        if (rb) list.push(rb)
       }
-      if (r.metric) for (const t of tournamentTypes({ metric: r.metric as GameConfig['metric'] })) set.add(t)
+      if (r.metric) for (const t of tournamentTypes({ metric: r.metric as GameConfig['metric'] })) list.push(t)
     }
-    return new Map([...out].map(([b, s2]) => [b, [...s2]]))
+    return out
   }
 
   async function handle(tx: Tx, events: StreamEvent[]): Promise<(() => Promise<void>) | undefined> {

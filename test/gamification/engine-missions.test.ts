@@ -262,3 +262,16 @@ t.test('rules are validated on create and patch: 400 naming the field', async (t
   await bad({ name: 'x', prize_pool: { prizes: [{ from_rank: 3, to_rank: 1 }] } }, 'prize_pool.prizes.0.to_rank', 'POST', '/tournaments')
   await bad({ name: 'x', prize_pool: { prizes: [{ from_rank: 1, to_rank: 1, bonus_id: '00000000-0000-4000-8000-000000000000' }] } }, 'prize_pool.prizes.0.bonus_id', 'POST', '/tournaments')
 })
+
+t.test('a filtered mission (its filter tested on the ingest worker): a rollback of a counted round, whatever it carries, still takes back', async (t) => {
+  const tenant = await h.createTenant()
+  const m = await create(tenant, '/gamification/missions', {
+    name: 'Starburst', type: 'one_time', rules: { event_type: 'bet', measure: 'sum', target: 1000, filters: [{ field: 'game', op: 'eq', value: 'starburst' }] },
+  })
+  await send(tenant, [bet('p1', 40, { game: 'starburst', round_id: 'r1' }), bet('p1', 25, { game: 'roulette', round_id: 'r2' })])
+  const pid = await playerId(tenant, 'p1')
+  t.equal((await state(pid, m.id))?.value, '40', 'only the filtered bet')
+  // The rollback names no game: it takes back what round r1 was credited.
+  await send(tenant, [{ player_id: 'p1', event_type: 'bet_rollback', payload: { amount: 40, currency: 'EUR', round_id: 'r1' } }])
+  t.equal((await state(pid, m.id))?.value, '0', 'the rollback reached the engine (its type is not filtered)')
+})
