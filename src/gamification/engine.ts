@@ -20,7 +20,7 @@ import { memoryLeaderboards, redisLeaderboards, type BoardEntry, type Leaderboar
 import { periodStart } from './periods.ts'
 import { grantBonus, grantRewards, grantRewardsMany, lockPlayers, milestoneBadgesMany, awardBadge, type PlayerKey } from './rewards.ts'
 import {
-  compileFilter, measureOf, ROLLBACK_OF, tournamentDelta, tournamentTypes,
+  compileFilter, measureOf, ROLLBACK_OF, tournamentDelta, tournamentInterest,
   type EventFilter, type GameConfig, type MissionRules, type PrizePool, type Rewards,
 } from './rules.ts'
 
@@ -129,17 +129,17 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
   /**
    * A mission's or badge's type with its filters (events none passes cost no stream row; their rollback
    * types in full, since a rollback takes back what its round was credited, whatever it carries), and
-   * the types a tournament's metric reads.
+   * the types a tournament's metric reads with its game filters (tournamentInterest).
    */
   async function interest(s: Sql, brandIds: string[]): Promise<Map<string, InterestEntry[]>> {
-    const rows = await s<{ brand_id: string; t: string | null; filters: EventCondition[] | null; metric: string | null }[]>`
-      select brand_id, rules->>'event_type' as t, rules->'filters' as filters, null as metric from gamification_missions
+    const rows = await s<{ brand_id: string; t: string | null; filters: EventCondition[] | null; game: GameConfig | null }[]>`
+      select brand_id, rules->>'event_type' as t, rules->'filters' as filters, null::jsonb as game from gamification_missions
         where brand_id = any(${brandIds}::uuid[]) and status = 'active'
       union all
       select brand_id, criteria->>'event_type', criteria->'filters', null from gamification_badges
         where brand_id = any(${brandIds}::uuid[]) and criteria ? 'event_type'
       union all
-      select brand_id, null, null, game_config->>'metric' from tournaments
+      select brand_id, null, null, game_config from tournaments
         where brand_id = any(${brandIds}::uuid[]) and status = 'active'`
     const out = new Map<string, InterestEntry[]>()
     for (const r of rows) {
@@ -150,7 +150,7 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
         const rb = ROLLBACK_OF[r.t]
         if (rb) list.push(rb)
       }
-      if (r.metric) for (const t of tournamentTypes({ metric: r.metric as GameConfig['metric'] })) list.push(t)
+      if (r.game?.metric) list.push(...tournamentInterest(r.game))
     }
     return out
   }

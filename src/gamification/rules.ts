@@ -187,6 +187,24 @@ export function tournamentDelta(g: GameConfig, e: StreamEvent): string | null {
   return amount
 }
 
+/**
+ * What a tournament could score, for the event stream's pre-test: each type its metric reads, with its
+ * game, provider, category and currency lists (and min_bet for bets) as filters. Every event that
+ * tournamentDelta scores passes them (they may pass a few it then refuses, never the reverse).
+ */
+export function tournamentInterest(g: GameConfig): { type: string; filters: EventCondition[] }[] {
+  const common: EventCondition[] = []
+  if (g.games?.length) common.push({ field: 'game', op: 'in', value: g.games })
+  if (g.providers?.length) common.push({ field: 'provider', op: 'in', value: g.providers })
+  if (g.categories?.length) common.push({ field: 'category', op: 'in', value: g.categories })
+  if (g.currency) common.push({ field: 'currency', op: 'eq', value: g.currency })
+  return tournamentTypes(g).map((type) => ({
+    type,
+    // A bet without an amount (or a negative one) scores 0 against min_bet: only a positive min_bet refuses it.
+    filters: type === 'bet' && g.min_bet !== undefined && g.min_bet > 0 ? [...common, { field: 'amount', op: 'gte', value: g.min_bet }] : common,
+  }))
+}
+
 /** Event types a tournament's metric reads (rollbacks included). */
 export function tournamentTypes(g: GameConfig): string[] {
   if (g.metric === 'win_amount') return ['win', 'win_rollback']
