@@ -288,7 +288,9 @@ async function enqueueChunk(deps: Deps, runId: string, chunkSize: number): Promi
         on conflict (campaign_id, player_id) do nothing`
     } else {
       const items = ids.flatMap((playerId) => c.channels.map((channel) => ({ playerId, channel, templateId: templateFor(c, channel)! })))
-      await enqueueCampaignSends(tx, deps, c, run.id, '', items)
+      // A one-shot's or a tick's audience goes in the bulk lane, so real-time sends are not queued
+      // behind it; a triggered campaign's delayed send (a run of one) is real-time.
+      await enqueueCampaignSends(tx, deps, c, run.id, '', items, { bulk: c.type === 'one_shot' || c.type === 'recurring' })
     }
     await tx`update campaign_audience set enqueued = true where run_id = ${run.id} and player_id = any(${ids}::uuid[])`
     return 'more'

@@ -34,14 +34,16 @@ export interface RunSends {
   runId: string
   step: string
   items: SendItem[]
+  /** A one-shot's or recurring tick's chunk: the delivery's bulk lane (sql/0140). */
+  bulk?: boolean
 }
 
 /**
  * Enqueues the items of one run and step ('' outside journeys) not sent before; returns how many were
  * new. Must run on a transaction.
  */
-export function enqueueCampaignSends(tx: Sql, deps: SendDeps, c: CampaignForSend, runId: string, step: string, items: SendItem[]): Promise<number> {
-  return enqueueRunSends(tx, deps, [{ c, runId, step, items }])
+export function enqueueCampaignSends(tx: Sql, deps: SendDeps, c: CampaignForSend, runId: string, step: string, items: SendItem[], opts: { bulk?: boolean } = {}): Promise<number> {
+  return enqueueRunSends(tx, deps, [{ c, runId, step, items, bulk: opts.bulk }])
 }
 
 /**
@@ -84,6 +86,7 @@ export async function enqueueRunSends(tx: Sql, deps: SendDeps, runs: RunSends[])
         campaignId: c.id,
         payload: c.config.payload && typeof c.config.payload === 'object' ? (c.config.payload as Record<string, unknown>) : {},
         idempotencyKey: sendKey(c.id, s.run.runId, s.playerId, s.run.step, s.channel),
+        bulk: s.run.bulk === true,
       }
     }),
   )

@@ -179,6 +179,8 @@ export interface NewNotification {
   status: 'queued' | 'suppressed'
   reason: string | null
   scheduledAt: Date
+  /** A bulk campaign's send: its own delivery lane (sql/0140). */
+  bulk?: boolean
 }
 
 /**
@@ -192,15 +194,16 @@ export async function insertNotifications(sql: Sql, ns: (NewNotification & { id?
   if (!ns.length) return []
   return sql<{ id: string; idempotency_key: string | null; status: string }[]>`
     insert into notifications (id, tenant_id, brand_id, player_id, channel, template_id, content, payload, class, campaign_id,
-                               idempotency_key, status, reason, scheduled_at, due_at)
+                               idempotency_key, status, reason, scheduled_at, due_at, bulk)
     select coalesce(x.id, gen_random_uuid()), x.tenant_id, x.brand_id, x.player_id, x.channel, x.template_id, x.content::jsonb, x.payload::jsonb, x.class, x.campaign_id,
-           x.idempotency_key, x.status, x.reason, x.scheduled_at, x.scheduled_at
+           x.idempotency_key, x.status, x.reason, x.scheduled_at, x.scheduled_at, x.bulk = 'true'
     from unnest(${ns.map((n) => n.id ?? null)}::uuid[], ${ns.map((n) => n.tenantId)}::uuid[], ${ns.map((n) => n.brandId)}::uuid[], ${ns.map((n) => n.playerId)}::uuid[],
                 ${ns.map((n) => n.channel)}::text[], ${ns.map((n) => n.templateId)}::uuid[],
                 ${ns.map((n) => (n.content ? JSON.stringify(n.content) : null))}::text[], ${ns.map((n) => JSON.stringify(n.payload))}::text[],
                 ${ns.map((n) => n.class)}::text[], ${ns.map((n) => n.campaignId)}::uuid[], ${ns.map((n) => n.idempotencyKey)}::text[],
-                ${ns.map((n) => n.status)}::text[], ${ns.map((n) => n.reason)}::text[], ${ns.map((n) => n.scheduledAt.toISOString())}::timestamptz[])
-      as x(id, tenant_id, brand_id, player_id, channel, template_id, content, payload, class, campaign_id, idempotency_key, status, reason, scheduled_at)
+                ${ns.map((n) => n.status)}::text[], ${ns.map((n) => n.reason)}::text[], ${ns.map((n) => n.scheduledAt.toISOString())}::timestamptz[],
+                ${ns.map((n) => String(n.bulk === true))}::text[])
+      as x(id, tenant_id, brand_id, player_id, channel, template_id, content, payload, class, campaign_id, idempotency_key, status, reason, scheduled_at, bulk)
     on conflict (tenant_id, idempotency_key) where idempotency_key is not null do nothing
     returning ${returning === 'rows' ? notificationColumns(sql) : sql`id, idempotency_key, status`}`
 }

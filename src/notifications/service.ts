@@ -122,6 +122,8 @@ export interface EnqueueInput {
   idempotencyKey?: string | null
   /** Not before this time (default now). */
   scheduledAt?: Date | null
+  /** A bulk campaign's send (one-shot, recurring): delivered in its own lane (sql/0140), beside real-time messages. */
+  bulk?: boolean
 }
 
 export interface EnqueueResult {
@@ -251,6 +253,7 @@ function newNotification(input: EnqueueInput, decision: Decision, now: Date): dq
     status: decision.action === 'suppress' ? 'suppressed' : 'queued',
     reason: decision.action === 'suppress' ? decision.reason : null,
     scheduledAt: decision.action === 'hold' && decision.until > scheduledAt ? decision.until : scheduledAt,
+    bulk: input.bulk === true,
   }
 }
 

@@ -48,6 +48,9 @@ t.test('a one-shot messages the segment as it was at the start, once per channel
     select player_id, channel, reason, campaign_id, class from notifications where campaign_id = ${c.id}`
   t.equal(notes.find((n) => n.player_id === ids[2] && n.channel === 'in_app')!.reason, 'self_excluded')
   t.ok(notes.every((n) => n.class === 'marketing' && n.campaign_id === c.id))
+  const lanes = await ctx.sql<{ bulk: boolean; dispatch_key: string; channel: string; brand_id: string }[]>`
+    select bulk, dispatch_key, channel, brand_id from notifications where campaign_id = ${c.id}`
+  t.ok(lanes.every((n) => n.bulk && n.dispatch_key === `${n.channel}:${n.brand_id}:bulk`), "the bulk lane: its own dispatch key, beside real-time sends")
   t.ok(notes.filter((n) => n.channel === 'email').every((n) => n.reason !== null), 'email is opt-in by default: all suppressed')
   const stats = (await campaign(h, tenant, c.id)).stats
   t.equal(stats.audience, 3)

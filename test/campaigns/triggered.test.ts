@@ -41,6 +41,8 @@ t.test('a matching event sends at once; others, and events before the start, do 
   t.equal(rows[0]!.player_id, await playerId(tenant, 'big'))
   t.equal(rows[0]!.channel, 'in_app')
   t.equal((await campaign(h, tenant, c.id)).stats.audience, 1)
+  const [lane] = await ctx.sql<{ bulk: boolean; dispatch_key: string }[]>`select bulk, dispatch_key from notifications where campaign_id = ${c.id}`
+  t.same(lane, { bulk: false, dispatch_key: `in_app:${tenant.brand.id}` }, 'a trigger is real-time: not in the bulk lane')
 })
 
 t.test('a duplicate event enrolls once; max_per_player caps enrolments', async (t) => {
