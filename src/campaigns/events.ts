@@ -88,11 +88,17 @@ async function membersAmong(tx: Sql, c: EngineCampaign, playerIds: string[], now
 }
 
 /** An event of the batch that matched one of a campaign's rules (a trigger, a conversion). */
-interface TriggerMatch {
+interface RuleMatch {
   c: EngineCampaign
   e: StreamEvent
   playerId: string
 }
+
+/** A (campaign, player) pair's key in the maps below; in key order as PostgreSQL orders (uuid, uuid). */
+const pairKey = (campaignId: string, playerId: string) => `${campaignId}|${playerId}`
+
+/** The campaign's max_per_player, or null without one. */
+const maxPerPlayer = (c: EngineCampaign) => (typeof c.config.max_per_player === 'number' ? c.config.max_per_player : null)
 
 /**
  * max_per_player for a whole batch: how many of the places each (campaign, player) asks for it gets. The
@@ -102,16 +108,15 @@ interface TriggerMatch {
 async function takePlaces(tx: Sql, wanted: { c: EngineCampaign; playerId: string; count: number; max: number }[]): Promise<Map<string, number>> {
   const granted = new Map<string, number>()
   if (!wanted.length) return granted
-  const key = (campaignId: string, playerId: string) => `${campaignId}|${playerId}`
   // In key order, like the row locks below: two processes enrolling the same players never wait in a cycle.
-  wanted = [...wanted].sort((a, b) => (key(a.c.id, a.playerId) < key(b.c.id, b.playerId) ? -1 : 1))
+  wanted = [...wanted].sort((a, b) => (pairKey(a.c.id, a.playerId) < pairKey(b.c.id, b.playerId) ? -1 : 1))
   const inserted = await tx<{ campaign_id: string; player_id: string; count: number }[]>`
     insert into campaign_enrolments (campaign_id, player_id, count)
     select * from unnest(${wanted.map((w) => w.c.id)}::uuid[], ${wanted.map((w) => w.playerId)}::uuid[], ${wanted.map((w) => Math.min(w.count, w.max))}::int[])
     on conflict (campaign_id, player_id) do nothing
     returning campaign_id, player_id, count`
-  for (const r of inserted) granted.set(key(r.campaign_id, r.player_id), r.count)
-  const rest = wanted.filter((w) => !granted.has(key(w.c.id, w.playerId)))
+  for (const r of inserted) granted.set(pairKey(r.campaign_id, r.player_id), r.count)
+  const rest = wanted.filter((w) => !granted.has(pairKey(w.c.id, w.playerId)))
   if (!rest.length) return granted
   const current = await tx<{ campaign_id: string; player_id: string; count: number }[]>`
     select e.campaign_id, e.player_id, e.count from campaign_enrolments e
@@ -119,9 +124,9 @@ async function takePlaces(tx: Sql, wanted: { c: EngineCampaign; playerId: string
       on e.campaign_id = x.campaign_id and e.player_id = x.player_id
     order by e.campaign_id, e.player_id
     for update of e`
-  const countOf = new Map(current.map((r) => [key(r.campaign_id, r.player_id), r.count]))
+  const countOf = new Map(current.map((r) => [pairKey(r.campaign_id, r.player_id), r.count]))
   const more = rest
-    .map((w) => ({ w, take: Math.max(0, Math.min(w.count, w.max - (countOf.get(key(w.c.id, w.playerId)) ?? w.max))) }))
+    .map((w) => ({ w, take: Math.max(0, Math.min(w.count, w.max - (countOf.get(pairKey(w.c.id, w.playerId)) ?? w.max))) }))
     .filter((m) => m.take > 0)
   if (more.length) {
     await tx`
@@ -129,7 +134,7 @@ async function takePlaces(tx: Sql, wanted: { c: EngineCampaign; playerId: string
       from unnest(${more.map((m) => m.w.c.id)}::uuid[], ${more.map((m) => m.w.playerId)}::uuid[], ${more.map((m) => m.take)}::int[]) as x(campaign_id, player_id, take)
       where e.campaign_id = x.campaign_id and e.player_id = x.player_id`
   }
-  for (const m of more) granted.set(key(m.w.c.id, m.w.playerId), m.take)
+  for (const m of more) granted.set(pairKey(m.w.c.id, m.w.playerId), m.take)
   return granted
 }
 
@@ -140,12 +145,16 @@ async function takePlaces(tx: Sql, wanted: { c: EngineCampaign; playerId: string
  * audience row, and the immediate sends. Matches come in stream order, so when a player has fewer places
  * left than matching events, the earliest events take them.
  */
-async function enrolAll(tx: Sql, deps: SendDeps, matches: TriggerMatch[], now: Date): Promise<void> {
+async function enrolAll(tx: Sql, deps: SendDeps, matches: RuleMatch[], now: Date): Promise<void> {
   if (!matches.length) return
   // The target segment, checked once per campaign for the batch's players.
-  const byCampaign = new Map<EngineCampaign, TriggerMatch[]>()
-  for (const m of matches) byCampaign.set(m.c, [...(byCampaign.get(m.c) ?? []), m])
-  const outside = new Set<TriggerMatch>()
+  const byCampaign = new Map<EngineCampaign, RuleMatch[]>()
+  for (const m of matches) {
+    const list = byCampaign.get(m.c)
+    if (list) list.push(m)
+    else byCampaign.set(m.c, [m])
+  }
+  const outside = new Set<RuleMatch>()
   for (const [c, ms] of byCampaign) {
     const members = await membersAmong(tx, c, [...new Set(ms.map((m) => m.playerId))], now)
     for (const m of ms) if (!members.has(m.playerId)) outside.add(m)
@@ -154,17 +163,17 @@ async function enrolAll(tx: Sql, deps: SendDeps, matches: TriggerMatch[], now: D
   // max_per_player
   const pairs = new Map<string, { c: EngineCampaign; playerId: string; count: number; max: number }>()
   for (const m of inAudience) {
-    const max = typeof m.c.config.max_per_player === 'number' ? m.c.config.max_per_player : null
+    const max = maxPerPlayer(m.c)
     if (max === null) continue
-    const k = `${m.c.id}|${m.playerId}`
+    const k = pairKey(m.c.id, m.playerId)
     const pair = pairs.get(k)
     if (pair) pair.count++
     else pairs.set(k, { c: m.c, playerId: m.playerId, count: 1, max })
   }
   const places = await takePlaces(tx, [...pairs.values()])
   const enrolled = inAudience.filter((m) => {
-    if (typeof m.c.config.max_per_player !== 'number') return true
-    const k = `${m.c.id}|${m.playerId}`
+    if (maxPerPlayer(m.c) === null) return true
+    const k = pairKey(m.c.id, m.playerId)
     const left = places.get(k) ?? 0
     places.set(k, left - 1)
     return left > 0
@@ -215,15 +224,15 @@ async function enrolAll(tx: Sql, deps: SendDeps, matches: TriggerMatch[], now: D
  * control members held out in the audience of the campaign's 'entries' run, the others inserted at the
  * first step in one statement.
  */
-async function enterJourneys(tx: Sql, matches: TriggerMatch[], now: Date): Promise<void> {
+async function enterJourneys(tx: Sql, matches: RuleMatch[], now: Date): Promise<void> {
   const byCampaign = new Map<EngineCampaign, Set<string>>()
   for (const m of matches) byCampaign.set(m.c, (byCampaign.get(m.c) ?? new Set()).add(m.playerId))
   const entering: { c: EngineCampaign; playerId: string }[] = []
   for (const [c, players] of byCampaign) {
     const members = await membersAmong(tx, c, [...players], now)
-    const held = [...members].filter((p) => isControl(c.id, p, controlPercentOf(c.config)))
-    if (held.length) await holdOut(tx, c, held, now)
-    for (const playerId of members) if (!held.includes(playerId)) entering.push({ c, playerId })
+    const held = new Set([...members].filter((p) => isControl(c.id, p, controlPercentOf(c.config))))
+    if (held.size) await holdOut(tx, c, [...held], now)
+    for (const playerId of members) if (!held.has(playerId)) entering.push({ c, playerId })
   }
   if (!entering.length) return
   await tx`
@@ -253,7 +262,7 @@ async function holdOut(tx: Sql, c: EngineCampaign, playerIds: string[], now: Dat
  * batch's waiting participants read (and locked) in one statement, the events tried in stream order, the
  * moves written in one.
  */
-async function resumeWaiting(tx: Sql, matches: TriggerMatch[], now: Date): Promise<void> {
+async function resumeWaiting(tx: Sql, matches: RuleMatch[], now: Date): Promise<void> {
   if (!matches.length) return
   const waiting = await tx<{ id: string; campaign_id: string; player_id: string; step: string; updated_at: Date }[]>`
     select p.id, p.campaign_id, p.player_id, p.step, p.updated_at from campaign_participants p
@@ -262,10 +271,10 @@ async function resumeWaiting(tx: Sql, matches: TriggerMatch[], now: Date): Promi
     where p.status = 'waiting'
     order by p.id
     for update of p`
-  const byKey = new Map(waiting.map((w) => [`${w.campaign_id}|${w.player_id}`, w]))
+  const byKey = new Map(waiting.map((w) => [pairKey(w.campaign_id, w.player_id), w]))
   const moves: { id: string; next: string | null }[] = []
   for (const { c, e, playerId } of matches) {
-    const k = `${c.id}|${playerId}`
+    const k = pairKey(c.id, playerId)
     const p = byKey.get(k)
     if (!p) continue
     const step = ((c.config.steps as StepDef[] | undefined) ?? []).find((s) => s.id === p.step)
@@ -286,7 +295,7 @@ async function resumeWaiting(tx: Sql, matches: TriggerMatch[], now: Date): Promi
 }
 
 /** Players whose status stopped being active leave the marketing journeys they are in, at once. */
-async function exitJourneys(tx: Sql, leaving: TriggerMatch[], now: Date): Promise<void> {
+async function exitJourneys(tx: Sql, leaving: RuleMatch[], now: Date): Promise<void> {
   if (!leaving.length) return
   await tx`
     update campaign_participants p set status = 'exited', wake_at = null, updated_at = ${now}
@@ -299,7 +308,7 @@ async function exitJourneys(tx: Sql, leaving: TriggerMatch[], now: Date): Promis
  * delivered message (treated arm) or the hold-out (control arm); a player converts once per campaign,
  * with the earliest such event of the batch. Treated conversions fire player.converted.
  */
-async function convertAll(tx: Sql, matches: TriggerMatch[]): Promise<void> {
+async function convertAll(tx: Sql, matches: RuleMatch[]): Promise<void> {
   if (!matches.length) return
   const since = matches.map((m) => {
     const conv = m.c.config.conversion as { within_hours?: number }
@@ -317,10 +326,10 @@ async function convertAll(tx: Sql, matches: TriggerMatch[]): Promise<void> {
                 ${matches.map((m) => m.e.eventTime.toISOString())}::timestamptz[], ${since}::timestamptz[])
       with ordinality as x(campaign_id, player_id, at, since, n)`
   const armOf = new Map(arms.map((a) => [Number(a.n) - 1, a.treated ? false : a.control ? true : null]))
-  const first = new Map<string, TriggerMatch & { control: boolean }>()
+  const first = new Map<string, RuleMatch & { control: boolean }>()
   matches.forEach((m, i) => {
     const control = armOf.get(i)
-    const k = `${m.c.id}|${m.playerId}`
+    const k = pairKey(m.c.id, m.playerId)
     if (control != null && !first.has(k)) first.set(k, { ...m, control })
   })
   const conversions = [...first.values()]
@@ -330,11 +339,11 @@ async function convertAll(tx: Sql, matches: TriggerMatch[]): Promise<void> {
     select * from unnest(${conversions.map((m) => m.c.id)}::uuid[], ${conversions.map((m) => m.playerId)}::uuid[],
                          ${conversions.map((m) => String(m.control))}::text[]::bool[], ${conversions.map((m) => m.e.eventTime.toISOString())}::timestamptz[])
     on conflict do nothing returning campaign_id, player_id`
-  const fresh = new Set(inserted.map((r) => `${r.campaign_id}|${r.player_id}`))
+  const fresh = new Set(inserted.map((r) => pairKey(r.campaign_id, r.player_id)))
   await insertOutboxMany(
     tx,
     conversions
-      .filter((m) => !m.control && fresh.has(`${m.c.id}|${m.playerId}`))
+      .filter((m) => !m.control && fresh.has(pairKey(m.c.id, m.playerId)))
       .map(({ c, e, playerId }) => ({
         tenantId: c.tenant_id,
         brandId: c.brand_id,
@@ -358,11 +367,11 @@ export function campaignConsumer(ctx: Pick<AppContext, 'clock' | 'log' | 'delive
       if (!campaigns.length) return
       const playerOf = await playersOf(sql, events)
       const now = ctx.clock()
-      const triggered: TriggerMatch[] = []
-      const converting: TriggerMatch[] = []
-      const entering: TriggerMatch[] = []
-      const waitingFor: TriggerMatch[] = []
-      const leaving: TriggerMatch[] = []
+      const triggered: RuleMatch[] = []
+      const converting: RuleMatch[] = []
+      const entering: RuleMatch[] = []
+      const waitingFor: RuleMatch[] = []
+      const leaving: RuleMatch[] = []
       for (const e of events) {
         const playerId = playerOf(e)
         if (!playerId) continue

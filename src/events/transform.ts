@@ -383,9 +383,12 @@ function moneyJson(money: Record<string, Record<string, number>>): string {
   return JSON.stringify(out)
 }
 
-/** The consumers a filtered interest names for this event, comma-separated ('' for none). */
+/**
+ * The consumers a filtered interest names for this event, comma-separated ('' for none): always the same
+ * order for the same consumers (the interest's), so equal lists dedupe as strings on wake.
+ */
 function consumersFor(interest: FilteredInterest, e: FilterableEvent): string {
   const names = [...interest.always]
   for (const w of interest.when) if (w.any.some((filters) => filters.every((c) => conditionHolds(e, c)))) names.push(w.consumer)
-  return names.sort().join(',')
+  return names.join(',')
 }
