@@ -33,8 +33,11 @@ export interface AppContext {
   ingest?: IngestEngine
   /** Set by the campaign engine (src/campaigns/engine.ts) while it runs. */
   campaigns?: CampaignEngine
-  /** Set by the delivery service (src/notifications/dispatcher.ts) while it runs: wakes its poller. */
-  delivery?: { wake(): void }
+  /**
+   * Set by the delivery service (src/notifications/dispatcher.ts) while it runs: wakes its poller, and
+   * (on a PostgreSQL server) delivers in-app campaign sends in their enqueueing transaction.
+   */
+  delivery?: { wake(): void; inAppNow?: import('./notifications/dispatcher.ts').InAppNow }
   /** The inbox WebSocket hub of the delivery service; src/http/server.ts attaches its route. */
   inbox?: import('./notifications/inbox-socket.ts').InboxHub
   /** Set by startEventStream (src/engine/event-stream.ts) while it runs: engines register consumers on it. */

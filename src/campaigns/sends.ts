@@ -23,7 +23,7 @@ export interface SendItem {
   templateId: string
 }
 
-export type SendDeps = Pick<AppContext, 'clock'> & { delivery?: { wake(): void } }
+export type SendDeps = Pick<AppContext, 'clock' | 'delivery'> & Partial<Pick<AppContext, 'metrics'>>
 
 export const sendKey = (campaignId: string, runId: string, playerId: string, step: string, channel: string) =>
   `campaign:${campaignId}:${runId}:${playerId}:${step}:${channel}`

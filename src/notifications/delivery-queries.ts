@@ -176,11 +176,16 @@ export interface NewNotification {
   class: 'marketing' | 'transactional'
   campaignId: string | null
   idempotencyKey: string | null
-  status: 'queued' | 'suppressed'
+  /** delivered, failed: an in-app message settled where it is enqueued (service.ts, enqueueMany). */
+  status: 'queued' | 'suppressed' | 'delivered' | 'failed'
   reason: string | null
   scheduledAt: Date
   /** A bulk campaign's send: its own delivery lane (sql/0140). */
   bulk?: boolean
+  /** What a message delivered at enqueue showed. */
+  rendered?: { subject: string | null; body: string }
+  /** Why a message failed at enqueue. */
+  error?: string
 }
 
 /**
@@ -188,24 +193,28 @@ export interface NewNotification {
  * encodes each element of a jsonb[] parameter as JSON again, which would store strings, not objects. Returns the rows inserted (id, key, status); a row
  * whose idempotency key exists already is left alone and not returned.
  */
-export async function insertNotifications(sql: Sql, ns: (NewNotification & { id?: string })[]): Promise<{ id: string; idempotency_key: string | null; status: string }[]>
+export async function insertNotifications(sql: Sql, ns: (NewNotification & { id?: string })[]): Promise<{ id: string; idempotency_key: string | null; status: string; created_at: Date }[]>
 export async function insertNotifications(sql: Sql, ns: (NewNotification & { id?: string })[], returning: 'rows'): Promise<NotificationRow[]>
-export async function insertNotifications(sql: Sql, ns: (NewNotification & { id?: string })[], returning?: 'rows'): Promise<{ id: string; idempotency_key: string | null; status: string }[] | NotificationRow[]> {
+export async function insertNotifications(sql: Sql, ns: (NewNotification & { id?: string })[], returning?: 'rows'): Promise<{ id: string; idempotency_key: string | null; status: string; created_at: Date }[] | NotificationRow[]> {
   if (!ns.length) return []
-  return sql<{ id: string; idempotency_key: string | null; status: string }[]>`
+  // A message settled at enqueue (in-app delivered or failed) has made its one attempt, like the
+  // dispatcher's: a delivered one was also sent then.
+  return sql<{ id: string; idempotency_key: string | null; status: string; created_at: Date }[]>`
     insert into notifications (id, tenant_id, brand_id, player_id, channel, template_id, content, payload, class, campaign_id,
-                               idempotency_key, status, reason, scheduled_at, due_at, bulk)
+                               idempotency_key, status, reason, scheduled_at, due_at, bulk, rendered, error, attempts, sent_at, delivered_at)
     select coalesce(x.id, gen_random_uuid()), x.tenant_id, x.brand_id, x.player_id, x.channel, x.template_id, x.content::jsonb, x.payload::jsonb, x.class, x.campaign_id,
-           x.idempotency_key, x.status, x.reason, x.scheduled_at, x.scheduled_at, x.bulk = 'true'
+           x.idempotency_key, x.status, x.reason, x.scheduled_at, x.scheduled_at, x.bulk = 'true', x.rendered::jsonb, x.error,
+           (x.status in ('delivered', 'failed'))::int, case when x.status = 'delivered' then now() end, case when x.status = 'delivered' then now() end
     from unnest(${ns.map((n) => n.id ?? null)}::uuid[], ${ns.map((n) => n.tenantId)}::uuid[], ${ns.map((n) => n.brandId)}::uuid[], ${ns.map((n) => n.playerId)}::uuid[],
                 ${ns.map((n) => n.channel)}::text[], ${ns.map((n) => n.templateId)}::uuid[],
                 ${ns.map((n) => (n.content ? JSON.stringify(n.content) : null))}::text[], ${ns.map((n) => JSON.stringify(n.payload))}::text[],
                 ${ns.map((n) => n.class)}::text[], ${ns.map((n) => n.campaignId)}::uuid[], ${ns.map((n) => n.idempotencyKey)}::text[],
                 ${ns.map((n) => n.status)}::text[], ${ns.map((n) => n.reason)}::text[], ${ns.map((n) => n.scheduledAt.toISOString())}::timestamptz[],
-                ${ns.map((n) => String(n.bulk === true))}::text[])
-      as x(id, tenant_id, brand_id, player_id, channel, template_id, content, payload, class, campaign_id, idempotency_key, status, reason, scheduled_at, bulk)
+                ${ns.map((n) => String(n.bulk === true))}::text[], ${ns.map((n) => (n.rendered ? JSON.stringify(n.rendered) : null))}::text[],
+                ${ns.map((n) => n.error ?? null)}::text[])
+      as x(id, tenant_id, brand_id, player_id, channel, template_id, content, payload, class, campaign_id, idempotency_key, status, reason, scheduled_at, bulk, rendered, error)
     on conflict (tenant_id, idempotency_key) where idempotency_key is not null do nothing
-    returning ${returning === 'rows' ? notificationColumns(sql) : sql`id, idempotency_key, status`}`
+    returning ${returning === 'rows' ? notificationColumns(sql) : sql`id, idempotency_key, status, created_at`}`
 }
 
 /** Inserts, or (same idempotency key) returns undefined and leaves the existing row alone. */

@@ -17,7 +17,7 @@ import type { Outcome } from './channels/outcome.ts'
 import { createPushChannel, type PushTarget } from './channels/push.ts'
 import { createTargetCache } from './channels/targets.ts'
 import { createTelegramChannel } from './channels/telegram.ts'
-import { checkSends } from './check.ts'
+import { checkSends, lockCapPlayers } from './check.ts'
 import * as dq from './delivery-queries.ts'
 import { inboxItemOf, type InboxItem } from './engagement.ts'
 import { messageEvent, messageEvents } from './events.ts'
@@ -61,6 +61,25 @@ type TemplateCache = Map<string, Promise<{ subject: string | null; body: string 
 export interface DeliveryEngine extends BackgroundService {
   wake(): void
   inbox: InboxHub
+  /** Set where an in-app message can be delivered in the transaction that enqueues it (see InAppNow). */
+  inAppNow?: InAppNow
+}
+
+/** What build() reads of a message. */
+type RenderRow = Pick<dq.NotificationRow, 'id' | 'channel' | 'template_id' | 'content' | 'payload'>
+
+/**
+ * In-app campaign sends delivered in the transaction that enqueues them (service.ts, enqueueMany): the
+ * inbox is this database, so the check at enqueue (under the player's cap lock) is the check right before
+ * "sending", and the message is stored once as delivered instead of queued, claimed and updated twice.
+ * Offered only where announcing is transactional (NOTIFY on a PostgreSQL server): embedded PGlite
+ * publishes after the dispatcher's own commit, so there every message goes through the queue.
+ */
+export interface InAppNow {
+  /** Each message rendered for the inbox, or why it cannot be (the notification then fails). */
+  render(tx: dq.Sql, items: (RenderRow & { brand_id: string; recipient: dq.Recipient })[]): Promise<({ rendered: { subject: string | null; body: string } } | { error: string })[]>
+  /** Announces delivered messages to the inbox sockets of every process when `tx` commits. */
+  announce(tx: dq.Sql, items: { playerId: string; item: InboxItem }[]): Promise<void>
 }
 
 interface Claimed {
@@ -114,12 +133,7 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
     // In-app messages delivered here, for this process's sockets once committed.
     const published: { playerId: string; item: InboxItem }[] = []
     const prepared = await sql.begin(async (tx) => {
-      // Two processes sending to one player must not both pass a frequency cap: one player at a time.
-      // Locks taken in one order (of their keys), so two batches never wait for each other in a cycle.
-      const marketing = [...new Set(items.filter((i) => i.row.class === 'marketing').map((i) => i.row.player_id))]
-      if (marketing.length) {
-        await tx`select pg_advisory_xact_lock(k) from (select distinct hashtext(x) as k from unnest(${marketing}::text[]) as x order by 1) as l`
-      }
+      await lockCapPlayers(tx, [...new Set(items.filter((i) => i.row.class === 'marketing').map((i) => i.row.player_id))])
       const checked = await checkSends(tx, items.map(({ row }) => ({ id: row.id, playerId: row.player_id, brandId: row.brand_id, channel: row.channel, class: row.class, campaignId: row.campaign_id })), now, { inFlight: true })
       const out: (Prepared | null)[] = items.map(() => null)
       const settled: dq.CheckSettlement[] = []
@@ -202,7 +216,7 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
   }
 
   /** Template (in the player's language when there is one) or inline content, rendered for the channel. */
-  async function build(tx: dq.Sql, row: QueueRow, r: dq.Recipient, settings: ResolvedChannelSettings | undefined, templates: TemplateCache): Promise<
+  async function build(tx: dq.Sql, row: RenderRow, r: dq.Recipient, settings: ResolvedChannelSettings | undefined, templates: TemplateCache): Promise<
     { error: string } | { rendered: Prepared['rendered']; links: string[]; wire: Prepared['wire'] }
   > {
     if (!settings) return { error: `the ${row.channel} channel is not configured for the brand` }
@@ -390,9 +404,27 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
     const sub = await listener.listen(DELIVERY_CHANNEL, () => loop.wake())
     unlisten = () => sub.unlisten()
   }
+  const inAppNow: InAppNow | undefined = inbox.crossProcess
+    ? {
+        async render(tx, items) {
+          const templates: TemplateCache = new Map()
+          const settings = new Map<string, Promise<ResolvedChannelSettings | undefined>>()
+          const out: Awaited<ReturnType<InAppNow['render']>> = []
+          for (const item of items) {
+            let loading = settings.get(item.brand_id)
+            if (!loading) settings.set(item.brand_id, (loading = resolveChannelSettings(tx, ctx.secretBox, item.brand_id, 'in_app')))
+            const built = await build(tx, item, item.recipient, await loading, templates)
+            out.push('error' in built ? { error: built.error } : { rendered: built.rendered })
+          }
+          return out
+        },
+        announce: (tx, items) => inbox.announceMany(tx, items),
+      }
+    : undefined
   const engine: DeliveryEngine = {
     wake: () => loop.wake(),
     inbox,
+    inAppNow,
     async stop() {
       await loop.stop()
       await inAppPreparing.flush()

@@ -8,8 +8,10 @@ import { badRequest, notFound } from '../errors.ts'
 import type { Visibility } from '../lib/visibility.ts'
 import { findPlayerRef } from '../players/service.ts'
 import * as q from './queries.ts'
-import { checkSend, checkSends } from './check.ts'
+import { checkSend, checkSends, lockCapPlayers, type Checked } from './check.ts'
 import * as dq from './delivery-queries.ts'
+import { inboxItemOf } from './engagement.ts'
+import { messageEvents } from './events.ts'
 import type { Decision, MessageClass } from './rules.ts'
 import type { Channel, Locale, NotificationTemplate, QueuedNotification } from './schemas.ts'
 import { templateVariables } from './variables.ts'
@@ -18,7 +20,7 @@ type Deps = Pick<AppContext, 'sql' | 'log'>
 
 type Viewer = Visibility
 
-type EnqueueContext = Pick<AppContext, 'clock'> & Partial<Pick<AppContext, 'metrics'>> & { delivery?: { wake(): void } }
+type EnqueueContext = Pick<AppContext, 'clock'> & Partial<Pick<AppContext, 'metrics' | 'delivery'>>
 
 const distinct = (names: readonly string[]) => [...new Set(names)]
 
@@ -203,35 +205,76 @@ async function enqueueTogether(sql: dq.Sql, ctx: EnqueueContext, inputs: Enqueue
  * count towards each other's caps, as at a single enqueue: only sent messages count), one insert, the
  * rows of idempotency keys that already had a notification read back, one NOTIFY. `returning` says
  * whether the rows come back in full (for the API's answer) or as id and status (a campaign chunk).
+ * With `inAppNow` (campaign sends) and a delivery engine that offers it, in-app messages due now are
+ * delivered here, in the caller's transaction (dispatcher.ts, InAppNow): checked as the dispatcher checks
+ * right before sending (under the players' cap locks, counting each other), rendered, and stored once as
+ * delivered with their message.delivered event and inbox announce. Bulk sends still queue, in their lane.
  */
 async function enqueueMany(
   sql: dq.Sql,
   ctx: EnqueueContext,
   inputs: (EnqueueInput & { id?: string })[],
   returning: 'rows' | 'ids',
+  opts: { inAppNow?: boolean } = {},
 ): Promise<{ row: { id: string; status: string }; created: boolean }[]> {
   const now = ctx.clock()
-  const checked = await checkSends(sql, inputs.map((i) => ({ playerId: i.playerId, brandId: i.brandId, channel: i.channel, class: i.class ?? 'marketing', campaignId: i.campaignId ?? null })), now)
-  const rows = inputs.map((input, k) => ({ id: input.id ?? randomUUID(), ...newNotification(input, checked[k]!.decision, now) }))
-  const inserted = new Map<string, { id: string; status: string }>(
+  const ids = inputs.map((i) => i.id ?? randomUUID())
+  const inAppNow = opts.inAppNow && returning === 'ids' ? ctx.delivery?.inAppNow : undefined
+  const direct = new Set<number>()
+  if (inAppNow) inputs.forEach((i, k) => i.channel === 'in_app' && i.bulk !== true && !(i.scheduledAt && i.scheduledAt > now) && direct.add(k))
+  const checkInput = (k: number) => {
+    const i = inputs[k]!
+    return { id: ids[k], playerId: i.playerId, brandId: i.brandId, channel: i.channel, class: i.class ?? 'marketing', campaignId: i.campaignId ?? null }
+  }
+  const checked: Checked[] = new Array(inputs.length)
+  const queuedIdx = inputs.map((_, k) => k).filter((k) => !direct.has(k))
+  for (const [k, c] of (await checkSends(sql, queuedIdx.map(checkInput), now)).entries()) checked[queuedIdx[k]!] = c
+  if (direct.size) {
+    const directIdx = [...direct]
+    await lockCapPlayers(sql, distinct(directIdx.filter((k) => (inputs[k]!.class ?? 'marketing') === 'marketing').map((k) => inputs[k]!.playerId)))
+    for (const [k, c] of (await checkSends(sql, directIdx.map(checkInput), now, { inFlight: true })).entries()) checked[directIdx[k]!] = c
+  }
+  const rows: (dq.NewNotification & { id: string })[] = inputs.map((input, k) => ({ id: ids[k]!, ...newNotification(input, checked[k]!.decision, now) }))
+  const toRender = [...direct].filter((k) => checked[k]!.decision.action === 'send' && checked[k]!.recipient)
+  if (inAppNow && toRender.length) {
+    const out = await inAppNow.render(sql, toRender.map((k) => {
+      const r = rows[k]!
+      return { id: r.id, channel: r.channel, template_id: r.templateId, content: r.content, payload: r.payload, brand_id: r.brandId, recipient: checked[k]!.recipient! }
+    }))
+    for (const [j, k] of toRender.entries()) {
+      const o = out[j]!
+      Object.assign(rows[k]!, 'error' in o ? { status: 'failed', error: o.error } : { status: 'delivered', rendered: o.rendered })
+    }
+  }
+  const inserted = new Map<string, { id: string; status: string; created_at?: Date }>(
     (returning === 'rows' ? await dq.insertNotifications(sql, rows, 'rows') : await dq.insertNotifications(sql, rows)).map((r) => [r.id, r]),
   )
   // Keys that named an existing notification (a retry after a crash, or a key twice in one batch) keep it.
-  const lost = inputs.filter((_, k) => !inserted.has(rows[k]!.id))
+  const lost = inputs.filter((_, k) => !inserted.has(ids[k]!))
   const existing = new Map<string, { id: string; status: string }>()
   if (lost.length) {
     const found = await dq.selectByIdempotencyKeys(sql, distinct(lost.map((i) => i.tenantId)), lost.map((i) => i.idempotencyKey as string), returning)
     for (const r of found) existing.set(`${r.tenant_id}:${r.idempotency_key}`, r)
+  }
+  const delivered = rows.filter((r) => r.status === 'delivered' && inserted.has(r.id))
+  if (inAppNow && delivered.length) {
+    await messageEvents(sql, 'message.delivered', delivered.map((r) => ({ id: r.id, tenant_id: r.tenantId, brand_id: r.brandId, player_id: r.playerId, channel: r.channel, campaign_id: r.campaignId })))
+    await inAppNow.announce(sql, delivered.map((r) => ({
+      playerId: r.playerId,
+      item: inboxItemOf({ id: r.id, rendered: r.rendered ?? null, campaign_id: r.campaignId, created_at: inserted.get(r.id)!.created_at!, read_at: null }),
+    })))
   }
   if ([...inserted.values()].some((r) => r.status === 'queued')) {
     await sql`select pg_notify(${DELIVERY_CHANNEL}, '')`
     ctx.delivery?.wake()
   }
   return inputs.map((input, k) => {
-    const own = inserted.get(rows[k]!.id)
+    const own = inserted.get(ids[k]!)
     const row = own ?? existing.get(`${input.tenantId}:${input.idempotencyKey}`)
     if (!row) throw new Error(`notification ${input.idempotencyKey} neither inserted nor found`)
-    if (own?.status === 'suppressed') ctx.metrics?.outcome('message', 'suppressed', input.channel)
+    // Final at once (suppressed by the rules, or an in-app message delivered or failed here): an
+    // outcome like one the dispatcher reaches.
+    if (own && own.status !== 'queued') ctx.metrics?.outcome('message', own.status as 'suppressed' | 'delivered' | 'failed', input.channel)
     return { row, created: own !== undefined }
   })
 }
@@ -269,7 +312,7 @@ export async function enqueueNotifications(
   inputs: (EnqueueInput & { idempotencyKey: string; id?: string })[],
 ): Promise<{ id: string; queued: boolean }[]> {
   if (!inputs.length) return []
-  return (await enqueueMany(sql, ctx, inputs, 'ids')).map(({ row }) => ({ id: row.id, queued: row.status !== 'suppressed' }))
+  return (await enqueueMany(sql, ctx, inputs, 'ids', { inAppNow: true })).map(({ row }) => ({ id: row.id, queued: row.status !== 'suppressed' }))
 }
 
 /** The NOTIFY channel that wakes the dispatchers of every process when a notification is queued. */

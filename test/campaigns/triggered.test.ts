@@ -2,6 +2,7 @@
 // Filters, events before the start, duplicates, max_per_player, the target segment at that moment, pause,
 // delay_seconds, and conversions for both arms with player.converted carrying campaign_id.
 import t from 'tap'
+import WebSocket from 'ws'
 import { startHarness, type TestTenant } from '../helpers/harness.ts'
 import { campaign, createCampaign, move, must, segment, sent, template, until } from './helpers.ts'
 
@@ -43,6 +44,47 @@ t.test('a matching event sends at once; others, and events before the start, do 
   t.equal((await campaign(h, tenant, c.id)).stats.audience, 1)
   const [lane] = await ctx.sql<{ bulk: boolean; dispatch_key: string }[]>`select bulk, dispatch_key from notifications where campaign_id = ${c.id}`
   t.same(lane, { bulk: false, dispatch_key: `in_app:${tenant.brand.id}` }, 'a trigger is real-time: not in the bulk lane')
+})
+
+t.test('in-app trigger messages: on the inbox socket once, within the caps, a failed render recorded', async (t) => {
+  const tenant = await h.createTenant()
+  await must(h.request('PUT', '/settings/delivery', { key: tenant.key, body: { frequency_caps: [{ channel: 'in_app', max: 1, per: 'day' }] } }), 200)
+  // Two campaigns on one trigger compete for the one message a day; a third's template cannot render.
+  const hello = await template(h, tenant, 'in_app', { name: 'hello', body: 'Hello {{ name | there }}' })
+  const twins = [await triggered(tenant, { templates: { in_app: hello } }), await triggered(tenant, { templates: { in_app: hello } })]
+  const broken = await triggered(tenant, { templates: { in_app: await template(h, tenant, 'in_app', { name: 'broken', body: 'Hi {{ nickname }}' }) }, class: 'transactional' })
+  await event(tenant, 'sock', 'login')
+  const player = await playerId(tenant, 'sock')
+  const token = (await must(h.request('POST', `/players/${player}/inbox/token`, { key: tenant.key }), 201)).data.token
+  const pushed: any[] = []
+  const ws = new WebSocket(`${h.origin.replace('http', 'ws')}/api/v1/inbox/ws?token=${encodeURIComponent(token)}`)
+  ws.on('message', (raw) => pushed.push(JSON.parse(String(raw))))
+  await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject))
+  t.teardown(() => ws.close())
+
+  await event(tenant, 'sock', 'deposit', { amount: 100, currency: 'EUR' })
+  const all = async () => (await Promise.all([...twins, broken].map((c) => sent(h, c.id)))).flat()
+  await until(h, async () => (await all()).every((r) => r.status !== 'queued') && pushed.length > 0)
+  const twinRows = (await Promise.all(twins.map((c) => sent(h, c.id)))).flat()
+  t.same(twinRows.map((r) => r.status).sort(), ['delivered', 'suppressed'], 'the cap lets one of the two through')
+  const delivered = twinRows.find((r) => r.status === 'delivered')!
+  const [n] = await ctx.sql<{ attempts: number; sent_at: Date | null; delivered_at: Date | null; reason: string | null }[]>`
+    select attempts, sent_at, delivered_at, reason from notifications where id = ${delivered.notification_id}`
+  t.ok(n!.sent_at && n!.delivered_at)
+  t.equal(n!.attempts, 1)
+  const [suppressed] = await ctx.sql<{ reason: string }[]>`select reason from notifications where id = ${twinRows.find((r) => r.status === 'suppressed')!.notification_id}`
+  t.equal(suppressed!.reason, 'frequency_cap')
+  const [failed] = await ctx.sql<{ status: string; error: string }[]>`select n.status, n.error from notifications n join campaign_sends s on s.notification_id = n.id where s.campaign_id = ${broken.id}`
+  t.same(failed, { status: 'failed', error: 'missing variable: nickname' })
+
+  await new Promise((r) => setTimeout(r, 300))
+  t.equal(pushed.length, 1, 'one message on the socket')
+  t.match(pushed[0], { type: 'message', data: { id: delivered.notification_id, body: 'Hello there', read_at: null } })
+  const inbox = (await must(h.request('GET', `/players/${player}/inbox`, { key: tenant.key }), 200)).data
+  t.same(inbox, [pushed[0].data], 'the inbox holds what the socket was sent')
+  const events = await ctx.sql<{ data: any }[]>`select data from outbox where event = 'message.delivered' and data->>'notification_id' = ${delivered.notification_id}`
+  t.equal(events.length, 1, 'message.delivered once')
+  t.equal(events[0]!.data.campaign_id, delivered.notification_id === twinRows[0]!.notification_id ? twins[0]!.id : twins[1]!.id)
 })
 
 t.test('a duplicate event enrolls once; max_per_player caps enrolments', async (t) => {
