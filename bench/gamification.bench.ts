@@ -7,7 +7,7 @@
 //      GET /gamification/player/{id}, while the load runs;
 //   2b. issue 16: the same load with 20 triggered in-app campaigns + 20 missions per brand (ratio to the
 //      runs without rules), and the trigger latency under load: a probe event's 200 → its campaign
-//      message delivered (BENCH_CAMPAIGNS=0 skips it);
+//      message on the player's inbox WebSocket (BENCH_CAMPAIGNS=0 skips it);
 //   3. leaderboard reads at 100k participants: top 10 and one player's rank through the route, next to the
 //      bare sorted-set read (ZREVRANGE/ZREVRANK in Redis; the in-process board in embedded mode) and a
 //      plain by-id route (the HTTP floor).
@@ -20,6 +20,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Redis } from 'ioredis'
 import postgres from 'postgres'
+import WebSocket from 'ws'
 import { memoryLeaderboards } from '../src/tournaments/leaderboard.ts'
 import { freshDatabase } from './fresh-database.ts'
 import { pct, runLoad } from './ingest/load.ts'
@@ -224,33 +225,37 @@ async function scenario(mode: 'servers' | 'embedded') {
     out(`without rules again: ${f(without2.eps)} events/s, p99 ${ms(without2.p99)} ms, errors ${without2.errors}`)
 
     // Issue 16: the same load with 20 triggered campaigns + 20 missions per brand, then the trigger latency
-    // under load: a probe event's 200 → its message delivered (delivered_at, what the inbox socket is sent).
+    // under load.
     let campaignRun: { eps: number; p99: number; errors: number; lat: Float64Array } | undefined
     if (CAMPAIGNS) {
       const campaignRules = await Promise.all(keys.map((k) => createCampaignRules(port, k)))
       const withCampaigns = await load()
-      const probeCampaign = (campaignRules[0] as { probe: string }).probe
-      const delivered = async () => {
-        const r = await api(port, probeKey, 'GET', `/campaigns/${probeCampaign}`)
-        return Number(r.data?.stats?.delivered ?? 0)
-      }
-      // Probes one after another for as long as the load runs; one still undelivered when the load ends
-      // is counted at the wait so far (a lower bound), so a consumer that falls behind shows as such.
-      const triggerLat: number[] = []
+      // The issue's measure: a probe event's 200 → its message on the player's inbox WebSocket. One probe
+      // player with a socket open; a probe 250 ms after the previous one's 200 for as long as the load runs
+      // (not after its message, so a slow consumer cannot thin the sample). The k-th message on the socket
+      // answers the k-th probe (one player's events are applied in order); one still missing 10 s after
+      // the load is counted at the wait so far (a lower bound), so a consumer that falls behind shows.
+      const probePlayer = (await api(port, probeKey, 'POST', '/players', { external_id: 'trigger-probe' })).data.id as string
+      const token = (await api(port, probeKey, 'POST', `/players/${probePlayer}/inbox/token`)).data.token as string
+      const arrived: number[] = []
+      const socket = new WebSocket(`ws://127.0.0.1:${port}/api/v1/inbox/ws?token=${encodeURIComponent(token)}`)
+      socket.on('message', () => arrived.push(performance.now()))
+      await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject))
+      const acked: number[] = []
       const loadMs = (SECONDS + 20) * 1000
       const loadStart = performance.now()
       const bg = runLoad({ port, keys, bodies: bodies(), concurrency: CONCURRENCY, durationMs: loadMs })
       await new Promise((r) => setTimeout(r, 1000))
-      let seen = await delivered()
-      while (performance.now() - loadStart < loadMs - 1000) {
-        await api(port, probeKey, 'POST', '/events', { player_id: `trigger-probe-${triggerLat.length}`, event_type: 'custom_probe', event_id: `tp-${randomBytes(6).toString('hex')}` })
-        const acked = performance.now()
-        while ((await delivered()) <= seen && performance.now() - loadStart < loadMs) await new Promise((r) => setTimeout(r, 5))
-        seen++
-        triggerLat.push(performance.now() - acked)
-        await new Promise((r) => setTimeout(r, 200))
+      while (performance.now() - loadStart < loadMs - 2000) {
+        await api(port, probeKey, 'POST', '/events', { player_id: 'trigger-probe', event_type: 'custom_probe', event_id: `tp-${randomBytes(6).toString('hex')}` })
+        acked.push(performance.now())
+        await new Promise((r) => setTimeout(r, 250))
       }
       await bg
+      const waitUntil = performance.now() + 10_000
+      while (arrived.length < acked.length && performance.now() < waitUntil) await new Promise((r) => setTimeout(r, 20))
+      const end = performance.now()
+      socket.close()
       const backlog = pg ? Number((await pg`select count(*)::int as n from event_stream where consumer = 'campaigns'`)[0]?.n) : Number.NaN
       out(`campaigns consumer backlog when the load stopped: ${Number.isNaN(backlog) ? 'n/a (embedded)' : f(backlog)} events`)
       if (pg) {
@@ -259,13 +264,14 @@ async function scenario(mode: 'servers' | 'embedded') {
           select count(*)::int as n, count(*) filter (where status = 'queued')::int as queued from notifications where campaign_id is not null`
         out(`triggered messages enqueued during the load: ${f(sent?.n ?? 0)}; still queued for delivery when it stopped: ${f(sent?.queued ?? 0)}`)
       }
+      const triggerLat = acked.map((a, k) => (arrived[k] ?? end) - a)
       campaignRun = { ...withCampaigns, lat: Float64Array.from(triggerLat).sort() }
       for (const [t, r] of campaignRules.entries()) {
         for (const c of [...r.campaigns, r.probe]) await api(port, keys[t] as string, 'PATCH', `/campaigns/${c}`, { status: 'cancelled' })
         for (const m of r.missions) await api(port, keys[t] as string, 'PATCH', `/gamification/missions/${m}`, { status: 'cancelled' })
       }
       out(`with 20 triggered campaigns + 20 missions per brand: ${f(withCampaigns.eps)} events/s, p99 ${ms(withCampaigns.p99)} ms, errors ${withCampaigns.errors}`)
-      out(`trigger latency under load (${campaignRun.lat.length} probes, 200 → delivered): p50 ${ms(pct(campaignRun.lat, 50))} ms, p99 ${ms(pct(campaignRun.lat, 99))} ms`)
+      out(`trigger latency under load (${campaignRun.lat.length} probes, 200 → on the WebSocket): p50 ${ms(pct(campaignRun.lat, 50))} ms, p99 ${ms(pct(campaignRun.lat, 99))} ms`)
     }
 
     // Leaderboard at 100k participants: one bet each from 100k players into a bet_count tournament.
@@ -324,7 +330,7 @@ async function scenario(mode: 'servers' | 'embedded') {
     out(`event-to-profile latency under load (${lat.length} probes): p50 ${ms(pct(lat, 50))} ms, p99 ${ms(pct(lat, 99))} ms`)
     if (campaignRun) {
       out(`with 20 triggered campaigns + 20 missions per brand: ${f(campaignRun.eps)} events/s, ratio **${(campaignRun.eps / base).toFixed(2)}** (issue 16)`)
-      out(`trigger latency under load (${campaignRun.lat.length} probes, 200 → delivered): p50 ${ms(pct(campaignRun.lat, 50))} ms, p99 ${ms(pct(campaignRun.lat, 99))} ms`)
+      out(`trigger latency under load (${campaignRun.lat.length} probes, 200 → on the WebSocket): p50 ${ms(pct(campaignRun.lat, 50))} ms, p99 ${ms(pct(campaignRun.lat, 99))} ms`)
     }
     out(`\nleaderboard at ${f(LB_PARTICIPANTS)} participants (filled by events in ${fillSeconds.toFixed(1)} s), 500 sequential reads each:\n`)
     out('| read | p50 ms | p99 ms |')
