@@ -3,14 +3,15 @@
 //    delivery counts when its WebSocket message arrives. Rate and enqueue-to-WebSocket p50/p99. Twice:
 //    enqueued one at a time (enqueueNotificationBatched, 64 in flight: what POST /notifications/send does), and
 //    in chunks of 1,000 (enqueueNotifications: what a campaign does), which leaves the dispatcher's rate.
-//  - email: BENCH_EMAILS messages (default 2,000) to a local SMTP server (smtp-server, in this process);
+//  - email: BENCH_EMAILS messages (default 2,000) to a local SMTP server (smtp-server, in a child process);
 //    a delivery counts when the server has the whole message. Then, in the same run, a bare nodemailer
 //    pool (the same connections) sends the same rendered messages to the same server: rate and ratio.
 // With DATABASE_URL: a fresh database on that server (created and dropped); else embedded PGlite.
+import { fork } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { loadavg } from 'node:os'
+import { fileURLToPath } from 'node:url'
 import nodemailer from 'nodemailer'
-import { SMTPServer } from 'smtp-server'
 import WebSocket from 'ws'
 import { startApp } from '../src/app.ts'
 import { loadConfig } from '../src/config.ts'
@@ -129,30 +130,24 @@ for (const mode of ['single', 'chunks'] as const) {
 {
   const accepted = new Map<string, number>()
   let bare = 0
-  let expect = EMAILS
+  let bareRun = false
   let done!: () => void
   let allIn = new Promise<void>((r) => (done = r))
-  const smtp = new SMTPServer({
-    disabledCommands: ['STARTTLS', 'AUTH'],
-    authOptional: true,
-    // The engine's pooled connections stay open until the app closes: do not wait for them at the end.
-    closeTimeout: 500,
-    onData(stream, _s, cb) {
-      let head = ''
-      stream.on('data', (c: Buffer) => {
-        if (head.length < 4096) head += c.toString('latin1')
-      })
-      stream.on('end', () => {
-        const id = /X-Respin-Notification: ([0-9a-f-]{36})/i.exec(head)?.[1]
-        if (id) accepted.set(id, performance.now())
-        else bare++
-        if ((id ? accepted.size : bare) === expect) done()
-        cb()
-      })
-    },
+  // The SMTP server runs in a child process (bench/delivery/smtp-sink.ts); acceptance times come back in
+  // ms since the epoch, turned into this process's performance.now() clock.
+  const sink = fork(fileURLToPath(new URL('delivery/smtp-sink.ts', import.meta.url)), { execArgv: ['--import', './src/ts-loader.mjs'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+  const port = await new Promise<number>((resolve, reject) => {
+    sink.once('message', (m) => resolve((m as { port: number }).port))
+    sink.once('exit', (code) => reject(new Error(`SMTP sink exited with ${code}`)))
   })
-  await new Promise<void>((r) => smtp.listen(0, '127.0.0.1', r))
-  const port = (smtp.server.address() as { port: number }).port
+  sink.on('message', (batch) => {
+    if (!Array.isArray(batch)) return
+    for (const r of batch as ({ id: string; at: number } | { bare: 1 })[]) {
+      if ('id' in r) accepted.set(r.id, r.at - performance.timeOrigin)
+      else bare++
+    }
+    if (bareRun ? bare === EMAILS : accepted.size === EMAILS) done()
+  })
   await api('PUT', '/settings/channels/email', key, { smtp_url: `smtp://127.0.0.1:${port}`, from: 'Bench <bench@casino.example>', track_opens: true, track_clicks: true })
   const players = await makePlayers(Math.min(EMAILS, 1000), 'bench.example')
   const html = '<p>Hello {{ name | player }}</p><p>Your bonus is waiting: <a href="https://casino.example/bonus">claim it</a>.</p>'
@@ -168,6 +163,7 @@ for (const mode of ['single', 'chunks'] as const) {
   const [sample] = await sql<{ rendered: { subject: string; body: string } }[]>`select rendered from notifications where channel = 'email' and status = 'delivered' limit 1`
   const transport = nodemailer.createTransport({ pool: true, maxConnections: 5, maxMessages: Infinity, host: '127.0.0.1', port, secure: false, ignoreTLS: true })
   allIn = new Promise<void>((r) => (done = r))
+  bareRun = true
   const b0 = performance.now()
   let next = 0
   await Promise.all(Array.from({ length: 64 }, async () => {
@@ -180,7 +176,10 @@ for (const mode of ['single', 'chunks'] as const) {
   const bareRate = bare / ((performance.now() - b0) / 1000)
   transport.close()
   out(`email (bare nodemailer pool, 5 connections): ${bare}/${EMAILS} in ${((performance.now() - b0) / 1000).toFixed(1)} s = ${Math.round(bareRate)} msg/s; engine/bare ratio ${(engineRate / bareRate).toFixed(2)}`)
-  await new Promise<void>((r) => smtp.close(() => r()))
+  await new Promise<void>((r) => {
+    sink.once('exit', () => r())
+    sink.disconnect()
+  })
 }
 
 await app.close()
