@@ -62,14 +62,31 @@ export function playerBucketRows(from: number | undefined, params: Params): stri
     GROUP BY bucket, player_id, currency`
 }
 
+const PLAYER_MONEY = 'player_id, currency, events, deposit_count, deposits, bets, wins, bet_rollbacks, win_rollbacks, bonus_cost'
+
 /**
- * Per (player, currency) money since `from`: all-time totals from rollup_player_totals, else the buckets.
+ * All-time money per (player, currency) once EVENT_RETENTION_DAYS has dropped a month: rollup_player_totals
+ * less what the dropped months had added (clickhouse/0012), netted per player and currency so a player
+ * whose events were all dropped is not there at all.
+ */
+const PLAYER_TOTALS_NET = `SELECT player_id, currency, sum(events) AS events, sum(deposit_count) AS deposit_count, sum(deposits) AS deposits,
+    sum(bets) AS bets, sum(wins) AS wins, sum(bet_rollbacks) AS bet_rollbacks, sum(win_rollbacks) AS win_rollbacks, sum(bonus_cost) AS bonus_cost
+  FROM (
+    SELECT player_id, currency, toInt64(events) AS events, toInt64(deposit_count) AS deposit_count, deposits, bets, wins, bet_rollbacks, win_rollbacks, bonus_cost
+    FROM rollup_player_totals WHERE ${SCOPE}
+    UNION ALL
+    SELECT player_id, currency, -events, -deposit_count, -deposits, -bets, -wins, -bet_rollbacks, -win_rollbacks, -bonus_cost
+    FROM rollup_player_totals_expired FINAL WHERE ${SCOPE})
+  GROUP BY player_id, currency HAVING events != 0`
+
+/**
+ * Per (player, currency) money since `from`: all-time totals from rollup_player_totals (`net`: less the
+ * months retention dropped, see retentionDropped), else the buckets.
  * Columns player_id, currency, events, deposit_count, deposits, bets, wins, bet_rollbacks, win_rollbacks, bonus_cost.
  */
-export function playerMoneyRows(from: number | undefined, params: Params): string {
-  const cols = 'player_id, currency, events, deposit_count, deposits, bets, wins, bet_rollbacks, win_rollbacks, bonus_cost'
-  if (from === undefined) return `SELECT ${cols} FROM rollup_player_totals WHERE ${SCOPE}`
-  return `SELECT ${cols} FROM (${playerBucketRows(from, params)})`
+export function playerMoneyRows(from: number | undefined, params: Params, net = false): string {
+  if (from === undefined) return net ? PLAYER_TOTALS_NET : `SELECT ${PLAYER_MONEY} FROM rollup_player_totals WHERE ${SCOPE}`
+  return `SELECT ${PLAYER_MONEY} FROM (${playerBucketRows(from, params)})`
 }
 
 /**

@@ -8,6 +8,7 @@ import { LIFECYCLE_STAGES } from '../players/scoring.ts'
 import { ggrOf, MoneyMap, moneyOf, type Money } from './money.ts'
 import { at, bucketRows, chQuery, GAME_TYPES_SQL, GGR_PART, NO_TIME, PLAYER_TIMES, playerBucketRows, playerDimension, playerMoneyRows, SCOPE, type Scope } from './queries.ts'
 import { datesBetween, localDate } from './time.ts'
+import { retentionDropped } from '../events/retention.ts'
 
 type Deps = Pick<AppContext, 'sql' | 'ch' | 'clock'>
 const DAY_MS = 86_400_000
@@ -138,7 +139,7 @@ export async function revenue(deps: Deps, scope: Scope, input: { dimension: Reve
       SELECT d.${dimension} AS key, b.currency AS currency, grouping(currency) AS g, toString(uniqExact(b.player_id)) AS players,
         sum(b.deposits) AS deposits, sum(b.bets) AS bets, sum(b.wins) AS wins, sum(b.bet_rollbacks) AS bet_rollbacks,
         sum(b.win_rollbacks) AS win_rollbacks, sum(b.bonus_cost) AS bonus_cost
-      FROM (${playerMoneyRows(from, params)}) AS b
+      FROM (${playerMoneyRows(from, params, from === undefined && (await retentionDropped(deps)))}) AS b
       INNER JOIN (${playerDimension(dimension)}) AS d ON d.player_id = b.player_id
       GROUP BY GROUPING SETS ((key, currency), (key))`, scope, params)
     const byKey = new Map<string, { players: number; m: Record<'deposits' | 'bets' | 'wins' | 'bet_rollbacks' | 'win_rollbacks' | 'bonus_cost', MoneyMap> }>()
@@ -272,6 +273,7 @@ export async function cohorts(deps: Deps, scope: Scope, input: { months: number 
   const start = Date.parse(`${months[0]}-01T00:00:00Z`)
   const params = { start }
   const cohortOf = `SELECT player_id, toStartOfMonth(registered_at) AS cohort, deposit_count FROM (${PLAYER_TIMES}) WHERE registered_at >= ${at('start')}`
+  const net = await retentionDropped(deps)
   const [sizes, activity, money, eventless] = await Promise.all([
     chQuery<{ cohort: string; size: string; depositors: string }>(deps.ch, `
       SELECT toString(cohort) AS cohort, toString(count()) AS size, toString(countIf(deposit_count > 0)) AS depositors
@@ -295,8 +297,7 @@ export async function cohorts(deps: Deps, scope: Scope, input: { months: number 
     chQuery<{ cohort: string; currency: string } & Record<'deposits' | 'bets' | 'wins' | 'bet_rollbacks' | 'win_rollbacks', string>>(deps.ch, `
       SELECT toString(c.cohort) AS cohort, b.currency AS currency, sum(b.deposits) AS deposits, sum(b.bets) AS bets,
         sum(b.wins) AS wins, sum(b.bet_rollbacks) AS bet_rollbacks, sum(b.win_rollbacks) AS win_rollbacks
-      FROM rollup_player_totals AS b INNER JOIN (${cohortOf}) AS c ON c.player_id = b.player_id
-      WHERE b.tenant_id = {tenant:UUID} AND b.brand_id = {brand:UUID}
+      FROM (${playerMoneyRows(undefined, params, net)}) AS b INNER JOIN (${cohortOf}) AS c ON c.player_id = b.player_id
       GROUP BY cohort, currency`, scope, params),
     eventlessPlayers(deps, scope),
   ])
@@ -385,7 +386,7 @@ export async function runReport(deps: Deps, scope: Scope, input: { metric: Repor
     : metric === 'events' ? 'toString(sum(b.events))'
     : metric === 'deposits' ? 'sumMap(map(b.currency, b.deposits))'
     : 'sumMap(map(b.currency, b.bets - b.bet_rollbacks))'
-  source = dimension === 'day' || dimension === 'week' ? playerBucketRows(from, params) : playerMoneyRows(from, params)
+  source = dimension === 'day' || dimension === 'week' ? playerBucketRows(from, params) : playerMoneyRows(from, params, from === undefined && (await retentionDropped(deps)))
   let join = ''
   if (dimension === 'day') keyExpr = 'toString(toDate(b.bucket))'
   else if (dimension === 'week') keyExpr = 'toString(toMonday(b.bucket))'

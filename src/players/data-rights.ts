@@ -214,7 +214,9 @@ const PLAYER_ROLLUPS = ['rollup_player_buckets', 'rollup_player_totals', 'rollup
 
 /** A player's rows in the per-player rollups, gone (`player`: the placeholder of the original id or the token). */
 async function deletePlayerRollups(ctx: AppContext, params: Record<string, unknown>, player: string): Promise<void> {
-  for (const table of PLAYER_ROLLUPS) {
+  // rollup_player_totals_expired (clickhouse/0012) too: what retention dropped of the original's events is
+  // no longer in its totals once they are rebuilt from the events that are left.
+  for (const table of [...PLAYER_ROLLUPS, 'rollup_player_totals_expired']) {
     await ctx.ch.command(`ALTER TABLE ${table} DELETE WHERE tenant_id = {tenant:UUID} AND brand_id = {brand:UUID} AND player_id = ${player} SETTINGS mutations_sync = 2`, params)
   }
 }

@@ -3,7 +3,8 @@
 // streams everything held; EVENT_RETENTION_DAYS drops whole old partitions.
 import { randomBytes, randomUUID } from 'node:crypto'
 import t from 'tap'
-import { dropExpiredPartitions, expiredPartitions } from '../../src/events/retention.ts'
+import { playerMoneyRows } from '../../src/analytics/queries.ts'
+import { dropExpiredPartitions, expiredPartitions, openDrop, recordExpiredTotals, retentionDropped } from '../../src/events/retention.ts'
 import { startHarness, type Harness } from '../helpers/harness.ts'
 import { ev, post, uid } from '../events/helpers.ts'
 
@@ -319,4 +320,47 @@ t.test('EVENT_RETENTION_DAYS drops whole months older than the retention', async
   t.ok(dropped.includes('200103'))
   t.notOk(dropped.some((p) => p >= '2025'), 'nothing recent')
   t.equal(await count(), 1, 'the old month is gone, the recent event kept')
+})
+
+t.test('after a retention drop every analytics figure is what the retained events give, also after a crash mid-drop and late events', async (t) => {
+  const tenant = await h.createTenant()
+  const old = (player: string, day: string, type: string, payload: Record<string, unknown> = {}) => ev({ player_id: player, event_type: type, timestamp: `2002-07-${day}T10:00:00.000Z`, payload })
+  const money = (amount: number, currency = 'EUR') => ({ amount, currency })
+  const events = [
+    old('keep', '01', 'registration', { country: 'SE' }), old('keep', '02', 'deposit', money(10)), old('keep', '03', 'bet', money(4)), old('keep', '04', 'deposit', money(3, 'USD')),
+    old('gone', '01', 'registration', { country: 'NO' }), old('gone', '05', 'deposit', money(5)),
+    ev({ player_id: 'keep', event_type: 'deposit', payload: money(7) }), ev({ player_id: 'keep', event_type: 'bet', payload: money(2) }),
+    ev({ player_id: 'new', event_type: 'registration', payload: { country: 'IT' } }), ev({ player_id: 'new', event_type: 'deposit', payload: money(1) }),
+  ]
+  t.equal((await post(h, tenant.key, { events })).body.stored, events.length)
+  const scope = { tenant: tenant.id, brand: tenant.brand.id }
+  // All-time per-player money as the routes read it (net of dropped months), against what `events` holds.
+  const netTotals = () => ch().query<Record<string, string>>(
+    `SELECT player_id, currency, toString(events) AS n, toString(deposits) AS deposit_sum, toString(bets) AS bet_sum FROM (${playerMoneyRows(undefined, {}, true)}) ORDER BY player_id, currency`, scope)
+  const retained = () => totalsFromEvents(tenant.id)
+  const country = async () => (await h.request('GET', '/analytics/revenue?dimension=country', { key: tenant.key })).body.data
+  const countryReport = async () => (await h.request('GET', '/reports/run?metric=deposits&dimension=country', { key: tenant.key })).body.data
+  t.match(await country(), [{ key: 'IT', deposits: { EUR: 1 } }, { key: 'NO', players: 1, deposits: { EUR: 5 } }, { key: 'SE', players: 1, deposits: { EUR: 17, USD: 3 } }])
+
+  // A drop that died after recording what the month added, before dropping anything.
+  await recordExpiredTotals(h.app.ctx, '200207', await openDrop(h.app.ctx, '200207'))
+  t.ok(await retentionDropped(h.app.ctx))
+  t.ok((await dropExpiredPartitions(h.app.ctx, 365)).includes('200207'), 'finished by the next run')
+  t.same(await netTotals(), await retained(), 'subtracted once')
+  t.same((await rollupsVsEvents(tenant.id)).buckets, await bucketsFromEvents(tenant.id), 'the buckets lost the month too')
+  const after = await country()
+  t.same(after.map((r: any) => r.key), ['IT', 'SE'], 'a player whose events were all dropped is gone')
+  t.match(after, [{ key: 'IT', players: 1, deposits: { EUR: 1 } }, { key: 'SE', players: 1, deposits: { EUR: 7 }, bets: { EUR: 2 } }])
+  t.notOk(after[1].deposits.USD, 'a currency whose events were all dropped is gone')
+  t.same((await countryReport()).map((r: any) => [r.key, r.value]).sort(), [['IT', { EUR: 1 }], ['SE', { EUR: 7 }]])
+  const months = await ch().query<{ n: string }>("SELECT toString(count()) AS n FROM rollup_player_months WHERE tenant_id = {tenant:UUID} AND month = toDate('2002-07-01')", scope)
+  t.equal(months[0]?.n, '0', 'no activity left in the dropped month')
+
+  // A late event of the dropped month comes back, is counted, and goes with the next drop, on its own.
+  t.equal((await post(h, tenant.key, { events: [old('keep', '20', 'deposit', money(100))] })).body.stored, 1)
+  t.same(await netTotals(), await retained(), 'the late event counted')
+  t.same(await dropExpiredPartitions(h.app.ctx, 365), ['200207'])
+  t.same(await netTotals(), await retained())
+  const drops = await h.app.ctx.sql`select generation, done_at is not null as done from event_retention_drops where month = '200207' order by generation`
+  t.same(drops.map((d) => [d.generation, d.done]), [[1, true], [2, true]])
 })
