@@ -7,8 +7,10 @@
 //    INSERT ... SELECT (no rules, no keys).
 // 2. Trigger latency: a triggered campaign runs throughout. While the one-shot is enqueued and delivered,
 //    a deposit every 250 ms (a real-time send beside a 100k backlog); then BENCH_TRIGGERS (200) single
-//    deposits one after another, idle; from each POST /events 200 to the notification's delivered_at.
+//    deposits one after another, idle; from each POST /events 200 to the message on the player's inbox
+//    WebSocket (the issue's measure).
 import { randomBytes } from 'node:crypto'
+import WebSocket from 'ws'
 import { startApp } from '../src/app.ts'
 import { loadConfig } from '../src/config.ts'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -64,12 +66,27 @@ try {
   // latency beside a 100k backlog (the bulk lane, sql/0140), the sequential deposits after it idle.
   const trig = (await call('POST', '/campaigns', key, { name: 'trig', type: 'triggered', channels: ['in_app'], config: { templates: { in_app: tpl }, trigger: { event_type: 'deposit' } } })).data.id
   await call('PATCH', `/campaigns/${trig}`, key, { status: 'running' })
-  const acked = new Map<string, number>()
-  const latencies = async (players: string[]) => {
-    const rows = await sql<{ external_id: string; delivered_at: Date }[]>`
-      select p.external_id, n.delivered_at from notifications n join players p on p.id = n.player_id
-      where n.campaign_id = ${trig} and p.brand_id = ${brand.id} and p.external_id = any(${players})`
-    return rows.map((r) => r.delivered_at.getTime() - acked.get(r.external_id)!).sort((a, b) => a - b)
+  // A probe player's inbox socket: when each of the trigger's messages arrived (the one-shot's are not counted).
+  const probeSocket = async (external: string) => {
+    const [player] = await sql<{ id: string }[]>`select id from players where brand_id = ${brand.id} and external_id = ${external}`
+    const token = (await call('POST', `/players/${player!.id}/inbox/token`, key)).data.token as string
+    const arrived: number[] = []
+    const ws = new WebSocket(`${origin.replace('http', 'ws')}/inbox/ws?token=${encodeURIComponent(token)}`)
+    ws.on('message', (raw) => {
+      if ((JSON.parse(String(raw)) as { data?: { campaign_id?: string } }).data?.campaign_id === trig) arrived.push(performance.now())
+    })
+    await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject))
+    return { ws, arrived }
+  }
+  // Probes of one player are posted one after the other (each after the previous 200), so the k-th message
+  // on its socket answers the k-th probe.
+  const latencies = async (probe: { ws: WebSocket; arrived: number[] }, acked: number[]) => {
+    const until = performance.now() + 30_000
+    while (probe.arrived.length < acked.length && performance.now() < until) await new Promise((r) => setTimeout(r, 20))
+    probe.ws.close()
+    // One still missing after 30 s counts at its wait so far (a lower bound).
+    const end = performance.now()
+    return acked.map((a, k) => Math.round((probe.arrived[k] ?? end) - a)).sort((a, b) => a - b)
   }
   const pctOf = (lat: number[], p: number) => lat[Math.min(lat.length - 1, Math.floor((p / 100) * lat.length))]
 
@@ -78,13 +95,12 @@ try {
   await call('PATCH', `/campaigns/${c}`, key, { status: 'running' })
   const startMs = performance.now() - t0
   let oneShotDone = false
-  const probes: string[] = []
+  const duringProbe = await probeSocket(`b${PLAYERS}`)
+  const duringAcked: number[] = []
   const probing = (async () => {
     while (!oneShotDone) {
-      const player = `b${PLAYERS - probes.length}`
-      await call('POST', '/events', key, { player_id: player, event_type: 'deposit', event_id: `probe-${n}-${probes.length}`, timestamp: new Date().toISOString(), payload: { amount: 10, currency: 'EUR' } })
-      acked.set(player, Date.now())
-      probes.push(player)
+      await call('POST', '/events', key, { player_id: `b${PLAYERS}`, event_type: 'deposit', event_id: `probe-${n}-${duringAcked.length}`, timestamp: new Date().toISOString(), payload: { amount: 10, currency: 'EUR' } })
+      duringAcked.push(performance.now())
       await new Promise((r) => setTimeout(r, 250))
     }
   })()
@@ -94,27 +110,24 @@ try {
   const deliveredMs = performance.now() - t0
   oneShotDone = true
   await probing
-  await wait(async () => (await sql<{ n: number }[]>`select count(*)::int as n from notifications where campaign_id = ${trig} and status = 'delivered'`)[0]!.n >= probes.length)
-  const during = await latencies(probes)
+  const during = await latencies(duringProbe, duringAcked)
   out(`one-shot to ${PLAYERS} players (in-app), ${app.ctx.pg.kind} PostgreSQL:`)
   out(`  start (PATCH running, audience selected): ${startMs.toFixed(0)} ms`)
   out(`  all enqueued: ${(enqueuedMs / 1000).toFixed(1)} s (${Math.round(PLAYERS / (enqueuedMs / 1000))} messages/s)`)
   out(`  all delivered: ${(deliveredMs / 1000).toFixed(1)} s (${Math.round(PLAYERS / (deliveredMs / 1000))} messages/s)`)
   out(`  bare baseline (one INSERT ... SELECT of the same rows): ${bareMs.toFixed(0)} ms; enqueue/bare time ratio ${(enqueuedMs / bareMs).toFixed(1)}`)
 
-  out(`trigger latency while the one-shot is enqueued and delivered (${during.length} probes, one every 250 ms; 200 → delivered_at): p50 ${pctOf(during, 50)} ms, p99 ${pctOf(during, 99)} ms, max ${during[during.length - 1]} ms`)
+  out(`trigger latency while the one-shot is enqueued and delivered (${during.length} probes, one every 250 ms; 200 → on the inbox WebSocket): p50 ${pctOf(during, 50)} ms, p99 ${pctOf(during, 99)} ms, max ${during[during.length - 1]} ms`)
 
   // Trigger latency, idle.
-  const idle: string[] = []
+  const idleProbe = await probeSocket('b1')
+  const idleAcked: number[] = []
   for (let i = 0; i < TRIGGERS; i++) {
-    const player = `b${i + 1}`
-    await call('POST', '/events', key, { player_id: player, event_type: 'deposit', event_id: `bench-${n}-${i}`, timestamp: new Date().toISOString(), payload: { amount: 10, currency: 'EUR' } })
-    acked.set(player, Date.now())
-    idle.push(player)
+    await call('POST', '/events', key, { player_id: 'b1', event_type: 'deposit', event_id: `bench-${n}-${i}`, timestamp: new Date().toISOString(), payload: { amount: 10, currency: 'EUR' } })
+    idleAcked.push(performance.now())
   }
-  await wait(async () => (await sql<{ n: number }[]>`select count(*)::int as n from notifications where campaign_id = ${trig} and status = 'delivered'`)[0]!.n >= probes.length + TRIGGERS)
-  const lat = await latencies(idle)
-  out(`trigger latency, ${TRIGGERS} sequential deposits (200 → delivered_at in the inbox): p50 ${pctOf(lat, 50)} ms, p99 ${pctOf(lat, 99)} ms, max ${lat[lat.length - 1]} ms`)
+  const lat = await latencies(idleProbe, idleAcked)
+  out(`trigger latency, ${TRIGGERS} sequential deposits (200 → on the inbox WebSocket): p50 ${pctOf(lat, 50)} ms, p99 ${pctOf(lat, 99)} ms, max ${lat[lat.length - 1]} ms`)
 } finally {
   await app.close()
   await db?.close()
