@@ -78,6 +78,11 @@ t.test('badges: event criteria (count and sum over all time), missions completed
   const roller = await create(tenant, '/gamification/badges', { name: 'Roller', criteria: { event_type: 'bet', measure: 'sum', target: 50, filters: [{ field: 'currency', op: 'eq', value: 'eur' }] } })
   const loginer = await create(tenant, '/gamification/badges', { name: 'Regular', criteria: { event_type: 'login', target: 3 } })
   const finisher = await create(tenant, '/gamification/badges', { name: 'Finisher', criteria: { missions_completed: 2 } })
+  // The stream's pre-test on the ingest worker asks only for what a badge could count: the roller's bets
+  // behind its filter (a USD bet makes no stream row), their rollbacks whole, logins bare.
+  const interest = (await h.app.ctx.gamification!.consumer.interest(sql, [tenant.brand.id])).get(tenant.brand.id)
+  const typeOf = (x: unknown) => (typeof x === 'string' ? x : (x as { type: string }).type)
+  t.same([...(interest ?? [])].sort((a, b) => (typeOf(a) < typeOf(b) ? -1 : 1)), [{ type: 'bet', filters: [{ field: 'currency', op: 'eq', value: 'eur' }] }, 'bet_rollback', 'login'])
   await create(tenant, '/gamification/missions', { name: 'M1', type: 'one_time', rules: { event_type: 'login', target: 1 } })
   await create(tenant, '/gamification/missions', { name: 'M2', type: 'one_time', rules: { event_type: 'login', target: 2 } })
   await send(tenant, [{ player_id: 'p1', event_type: 'bet', payload: { amount: 30, currency: 'EUR' } }, { player_id: 'p1', event_type: 'bet', payload: { amount: 30, currency: 'USD' } }, { player_id: 'p1', event_type: 'login' }])
