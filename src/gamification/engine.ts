@@ -62,6 +62,7 @@ interface BrandDefs {
 const DEFS_TTL_MS = 10_000
 /** How long a counted bet/win can still be rolled back. */
 const CREDIT_RETENTION_MS = 7 * 86_400_000
+const CREDIT_PRUNE_EVERY_MS = 60_000
 const inWindow = (t: number, start: number | null, end: number | null) => (start === null || t >= start) && (end === null || t <= end)
 const ms = (d: unknown) => (d == null ? null : new Date(d as string).getTime())
 
@@ -603,6 +604,7 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
     return ended as boolean
   }
 
+  let lastCreditPrune = 0
   async function tick(): Promise<{ expired: number; ended: string[] }> {
     const now = ctx.clock()
     const expired = await sql<{ id: string }[]>`
@@ -618,9 +620,13 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
       order by t.ends_at limit 100`
     const ended: string[] = []
     for (const t of due) if (await endTournament(t.id)) ended.push(t.id)
-    // A rollback comes within days of its bet: older credits only cost space.
-    await sql`delete from gamification_round_credits where ctid = any(array(
-                select ctid from gamification_round_credits where created_at < ${new Date(now.getTime() - CREDIT_RETENTION_MS)} limit 10000))`
+    // A rollback comes within days of its bet: older credits only cost space, so they go once a minute
+    // (each look cost ~13 ms under the bench's load, every tick).
+    if (now.getTime() - lastCreditPrune >= CREDIT_PRUNE_EVERY_MS) {
+      lastCreditPrune = now.getTime()
+      await sql`delete from gamification_round_credits where ctid = any(array(
+                  select ctid from gamification_round_credits where created_at < ${new Date(now.getTime() - CREDIT_RETENTION_MS)} limit 10000))`
+    }
     if (expired.length || ended.length) {
       defsCache.clear()
       await ctx.stream?.interestChanged('*')
