@@ -252,10 +252,6 @@ async function scenario(mode: 'servers' | 'embedded') {
         await new Promise((r) => setTimeout(r, 250))
       }
       await bg
-      const waitUntil = performance.now() + 10_000
-      while (arrived.length < acked.length && performance.now() < waitUntil) await new Promise((r) => setTimeout(r, 20))
-      const end = performance.now()
-      socket.close()
       const backlog = pg ? Number((await pg`select count(*)::int as n from event_stream where consumer = 'campaigns'`)[0]?.n) : Number.NaN
       out(`campaigns consumer backlog when the load stopped: ${Number.isNaN(backlog) ? 'n/a (embedded)' : f(backlog)} events`)
       if (pg) {
@@ -264,6 +260,10 @@ async function scenario(mode: 'servers' | 'embedded') {
           select count(*)::int as n, count(*) filter (where status = 'queued')::int as queued from notifications where campaign_id is not null`
         out(`triggered messages enqueued during the load: ${f(sent?.n ?? 0)}; still queued for delivery when it stopped: ${f(sent?.queued ?? 0)}`)
       }
+      const waitUntil = performance.now() + 10_000
+      while (arrived.length < acked.length && performance.now() < waitUntil) await new Promise((r) => setTimeout(r, 20))
+      const end = performance.now()
+      socket.close()
       const triggerLat = acked.map((a, k) => (arrived[k] ?? end) - a)
       campaignRun = { ...withCampaigns, lat: Float64Array.from(triggerLat).sort() }
       for (const [t, r] of campaignRules.entries()) {

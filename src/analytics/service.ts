@@ -3,12 +3,12 @@
 // currency (money.ts); days, weeks and hours in the request's zone.
 import type { AppContext } from '../context.ts'
 import type { Params } from '../db/clickhouse.ts'
+import { retentionDropped } from '../events/retention.ts'
 import { lifecycleStageSql } from '../segments/fields.ts'
 import { LIFECYCLE_STAGES } from '../players/scoring.ts'
 import { ggrOf, MoneyMap, moneyOf, type Money } from './money.ts'
 import { at, bucketRows, chQuery, GAME_TYPES_SQL, GGR_PART, NO_TIME, PLAYER_TIMES, playerBucketRows, playerDimension, playerMoneyRows, SCOPE, type Scope } from './queries.ts'
 import { datesBetween, localDate } from './time.ts'
-import { retentionDropped } from '../events/retention.ts'
 
 type Deps = Pick<AppContext, 'sql' | 'ch' | 'clock'>
 const DAY_MS = 86_400_000

@@ -21,7 +21,10 @@ export interface Checked {
 /**
  * Two processes sending to one player must not both pass a frequency cap: the marketing recipients of a
  * batch are locked until its transaction ends, one player at a time. Locks are taken in one order (of
- * their keys), so two batches never wait for each other in a cycle.
+ * their keys), so two batches never wait for each other in a cycle. A transaction that locks in several
+ * rounds (a campaign batch's enrolments, then its journey steps) could still meet another in a cycle on
+ * the same players; PostgreSQL then ends one of them, and its work is retried (the stream's per-event
+ * fallback, the dispatcher's next claim).
  */
 export async function lockCapPlayers(tx: dq.Sql, playerIds: string[]): Promise<void> {
   if (!playerIds.length) return

@@ -219,7 +219,7 @@ async function enqueueMany(
 ): Promise<{ row: { id: string; status: string }; created: boolean }[]> {
   const now = ctx.clock()
   const ids = inputs.map((i) => i.id ?? randomUUID())
-  const inAppNow = opts.inAppNow && returning === 'ids' ? ctx.delivery?.inAppNow : undefined
+  const inAppNow = opts.inAppNow ? ctx.delivery?.inAppNow : undefined
   const direct = new Set<number>()
   if (inAppNow) inputs.forEach((i, k) => i.channel === 'in_app' && i.bulk !== true && !(i.scheduledAt && i.scheduledAt > now) && direct.add(k))
   const checkInput = (k: number) => {
