@@ -48,8 +48,14 @@ export async function trackingTokens(ctx: Pick<AppContext, 'config'> & { sql: Sq
   return createTrackingTokens(key)
 }
 
+// Each URL is signed when it is read: an in-app or Telegram message uses none of them, and the
+// dispatcher builds this for every message (two HMACs each on the in-app path, for nothing).
 export const trackingUrls = (base: string, tokens: TrackingTokens, notificationId: string) => ({
-  open: `${base}/api/v1/t/o/${tokens.sign('o', notificationId)}.gif`,
+  get open() {
+    return `${base}/api/v1/t/o/${tokens.sign('o', notificationId)}.gif`
+  },
   click: (index: number) => `${base}/api/v1/t/c/${tokens.sign('c', notificationId, index)}`,
-  unsubscribe: `${base}/api/v1/t/u/${tokens.sign('u', notificationId)}`,
+  get unsubscribe() {
+    return `${base}/api/v1/t/u/${tokens.sign('u', notificationId)}`
+  },
 })
