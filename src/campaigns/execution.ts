@@ -3,7 +3,8 @@
 // selects its audience once (the segment's members at that moment, frozen in campaign_audience) and then
 // enqueues it chunk by chunk, each chunk one transaction that marks its members enqueued. A process that
 // dies mid-run leaves the rest unmarked; whoever takes the run over continues from there, and the
-// exactly-once key of campaign_sends makes a repeated chunk send nothing.
+// exactly-once key of every send (the notification's idempotency key, sends.ts) makes a repeated chunk
+// send nothing.
 import type { AppContext } from '../context.ts'
 import type { QueueTable } from '../engine/work-loop.ts'
 import { insertOutbox } from '../lib/outbox.ts'
@@ -272,13 +273,18 @@ async function enqueueChunk(deps: Deps, runId: string, chunkSize: number): Promi
     if (!c || c.status !== 'running') return 'stopped'
     const [run] = await tx<RunRow[]>`select id, campaign_id, run_key, state from campaign_runs where id = ${runId}`
     if (!run || run.state !== 'selected') return 'stopped'
+    // The chunk's members locked and marked enqueued in one statement (the mark commits with their sends,
+    // or neither does); SKIP LOCKED leaves other lanes' chunks alone.
     const members = await tx<{ player_id: string }[]>`
-      select player_id from campaign_audience
-      where run_id = ${run.id} and not enqueued and not control
-      order by player_id limit ${chunkSize}
-      for update skip locked`
+      update campaign_audience set enqueued = true
+      where run_id = ${run.id} and player_id in (
+        select player_id from campaign_audience
+        where run_id = ${run.id} and not enqueued and not control
+        order by player_id limit ${chunkSize}
+        for update skip locked)
+      returning player_id`
     if (!members.length) return 'drained'
-    const ids = members.map((m) => m.player_id)
+    const ids = members.map((m) => m.player_id).sort()
     if (c.type === 'journey') {
       const now = deps.clock()
       await tx`
@@ -292,7 +298,6 @@ async function enqueueChunk(deps: Deps, runId: string, chunkSize: number): Promi
       // behind it; a triggered campaign's delayed send (a run of one) is real-time.
       await enqueueCampaignSends(tx, deps, c, run.id, '', items, { bulk: c.type === 'one_shot' || c.type === 'recurring' })
     }
-    await tx`update campaign_audience set enqueued = true where run_id = ${run.id} and player_id = any(${ids}::uuid[])`
     return 'more'
   })
 }

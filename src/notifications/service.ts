@@ -304,15 +304,16 @@ function newNotification(input: EnqueueInput, decision: Decision, now: Date): dq
  * enqueueNotification for many messages in one go (a campaign chunk): the rules checked for all of them
  * in a few queries, one insert, one NOTIFY. Every input needs an idempotency key (the exactly-once guard);
  * a key that exists already keeps its notification. An input may bring the id its notification gets.
- * Returns, per input, its notification's id and whether it is queued (false: suppressed at once).
+ * Returns, per input, its notification's id, whether it is queued (false: suppressed at once) and whether
+ * this call created it (false: its key had a notification already).
  */
 export async function enqueueNotifications(
   sql: dq.Sql,
   ctx: EnqueueContext,
   inputs: (EnqueueInput & { idempotencyKey: string; id?: string })[],
-): Promise<{ id: string; queued: boolean }[]> {
+): Promise<{ id: string; queued: boolean; created: boolean }[]> {
   if (!inputs.length) return []
-  return (await enqueueMany(sql, ctx, inputs, 'ids', { inAppNow: true })).map(({ row }) => ({ id: row.id, queued: row.status !== 'suppressed' }))
+  return (await enqueueMany(sql, ctx, inputs, 'ids', { inAppNow: true })).map(({ row, created }) => ({ id: row.id, queued: row.status !== 'suppressed', created }))
 }
 
 /** The NOTIFY channel that wakes the dispatchers of every process when a notification is queued. */

@@ -62,7 +62,7 @@ async function query<T>(dataDir: string, text: string, params: unknown[]): Promi
 const SENDS = `
   select count(*)::int as notifications, count(distinct n.player_id)::int as players,
          (select count(*)::int from campaign_audience a where a.campaign_id = $1) as audience,
-         (select count(*)::int from campaign_sends s where s.campaign_id = $1) as keys
+         count(distinct n.idempotency_key)::int as keys
   from notifications n where n.campaign_id = $1`
 
 t.test('kill -9 during a one-shot: resumed after restart, nobody twice, nobody missed', async (t) => {

@@ -47,12 +47,20 @@ export async function move(h: Harness, tenant: TestTenant, id: string, status: s
   return (await must(h.request('PATCH', `/campaigns/${id}`, { key: tenant.key, body: { status } }), 200)).data
 }
 
-/** Notifications the campaign enqueued: one row per (player, channel, step). */
+/**
+ * Notifications the campaign enqueued: one row per (player, channel, step). The step is read from the
+ * exactly-once key, campaign:<campaign>:<run>:<player>:<step>:<channel> (src/campaigns/sends.ts).
+ */
 export async function sent(h: Harness, campaignId: string): Promise<{ player_id: string; channel: string; step: string; status: string; notification_id: string }[]> {
-  return h.app.ctx.sql`
-    select s.player_id, s.channel, s.step, n.status, n.id as notification_id
-    from campaign_sends s join notifications n on n.id = s.notification_id
-    where s.campaign_id = ${campaignId} order by s.created_at`
+  const rows = await h.app.ctx.sql<{ player_id: string; channel: string; key: string; status: string; notification_id: string }[]>`
+    select n.player_id, n.channel, n.idempotency_key as key, n.status, n.id as notification_id
+    from notifications n where n.campaign_id = ${campaignId} order by n.created_at`
+  return rows.map(({ key, ...r }) => {
+    const prefix = `campaign:${campaignId}:`
+    if (!key.startsWith(prefix) || !key.endsWith(`:${r.channel}`)) throw new Error(`not a campaign send key: ${key}`)
+    const [, , , step] = /^([^:]+):([^:]+):(.*)$/s.exec(key.slice(prefix.length, -(r.channel.length + 1)))!
+    return { ...r, step: step! }
+  })
 }
 
 export async function campaign(h: Harness, tenant: TestTenant, id: string): Promise<any> {
