@@ -379,17 +379,21 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
       list.push(player)
       newcomers.set(tid, list)
     }
-    // A tournament without max_participants admits every newcomer: its row is only locked by the counter
-    // update at the very end of the batch, so the stream's parallel loops do not queue behind each other
-    // on it for a whole batch. Only a capped tournament is locked here, to count its free places.
+    // A tournament without max_participants admits every newcomer and locks nothing: the stream's parallel
+    // loops do not queue behind each other on a shared row. A capped tournament's row is locked (in id
+    // order) while its free places are counted and taken, so two batches cannot both take the last one;
+    // the count is of its participant rows (at most the cap), exact whenever the cap was set or changed.
     const admitted = new Set<string>()
     for (const [tid, list] of newcomers) {
       if ((tDefs.get(tid) as TournamentDef).maxParticipants === null) for (const p of list) admitted.add(`${p}|${tid}`)
     }
-    const capped = [...newcomers.keys()].filter((tid) => (tDefs.get(tid) as TournamentDef).maxParticipants !== null)
+    const capped = [...newcomers.keys()].filter((tid) => (tDefs.get(tid) as TournamentDef).maxParticipants !== null).sort()
     if (capped.length) {
+      await tx`select id from tournaments where id = any(${capped}::uuid[]) order by id for update`
+      // After the locks: a statement of its own, so its snapshot sees what the batch before us committed.
       const counts = await tx<{ id: string; participants: number }[]>`
-        select id, participants from tournaments where id = any(${capped}::uuid[]) order by id for update`
+        select t.id, (select count(*)::int from tournament_participants p where p.tournament_id = t.id) as participants
+        from unnest(${capped}::uuid[]) as t(id)`
       for (const c of counts) {
         const t = tDefs.get(c.id) as TournamentDef
         const list = newcomers.get(c.id) as string[]
@@ -401,7 +405,6 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
       }
     }
     const partWrites: { tournament: string; player: string; tenant: string; external: string; score: string; reached: Date }[] = []
-    const admittedCount = new Map<string, number>()
     for (const [key, hits] of tournamentHits) {
       const row = partState.get(key)
       if (!row && !admitted.has(key)) continue
@@ -424,7 +427,6 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
         changed = true
       }
       if (!changed) continue
-      if (!row) admittedCount.set(tid, (admittedCount.get(tid) ?? 0) + 1)
       const pk = players.get(player) as PlayerKey & { externalId: string }
       partWrites.push({ tournament: tid, player, tenant: pk.tenantId, external: pk.externalId, score: microsToDecimal(score), reached })
     }
@@ -499,19 +501,14 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
       await milestoneBadgesMany(tx, ids.map((id) => players.get(id) as PlayerKey))
     }
     for (const b of badgesDue) await awardBadge(tx, b.player, b.badgeId)
-    // The shared rows last, so that their locks are held only until the commit that follows; in id order
-    // (tournaments, then collaborative missions), so that concurrent batches lock them in the same order
-    // (one statement per row: the order of an UPDATE ... FROM is the plan's).
-    // All of them pipelined: one round trip, so a concurrent batch waits for these locks about as long as
-    // our commit takes.
+    // The shared rows last, so that their locks are held only until the commit that follows; in id order,
+    // so that concurrent batches lock them in the same order (one statement per row: the order of an
+    // UPDATE ... FROM is the plan's). All of them pipelined: one round trip, so a concurrent batch waits
+    // for these locks about as long as our commit takes.
     const collabIds = [...collabDeltas.keys()].sort()
-    const [, totals] = await Promise.all([
-      Promise.all([...admittedCount.keys()].sort().map((tid) =>
-        tx`update tournaments set participants = participants + ${admittedCount.get(tid) as number}::int where id = ${tid}`.execute())),
-      Promise.all(collabIds.map((id) => tx<{ total: string; status: string }[]>`
-        update gamification_missions set total = greatest(total + ${microsToDecimal(collabDeltas.get(id) as number)}::numeric, 0), updated_at = now()
-        where id = ${id} returning total, status`)),
-    ])
+    const totals = await Promise.all(collabIds.map((id) => tx<{ total: string; status: string }[]>`
+      update gamification_missions set total = greatest(total + ${microsToDecimal(collabDeltas.get(id) as number)}::numeric, 0), updated_at = now()
+      where id = ${id} returning total, status`))
     for (const [i, missionId] of collabIds.entries()) {
       await completeCollaborative(tx, missionDefs.get(missionId) as MissionDef, (totals[i] as { total: string; status: string }[])[0])
     }

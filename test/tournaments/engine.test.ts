@@ -69,8 +69,17 @@ t.test('rollbacks take back a bet\'s score; max_participants admits the first pl
   t.same(ranks(await board(tenant.key, tr.id)), [['b', 7], ['a', 6]], 'c came third: never admitted')
   await send(tenant, [{ player_id: 'a', event_type: 'bet_rollback', payload: { amount: 5, round_id: 'r1', currency: 'EUR' } }])
   t.same(ranks(await board(tenant.key, tr.id)), [['b', 7], ['a', 1]], 'the rolled back bet no longer scores')
-  const [row] = await sql<{ participants: number }[]>`select participants from tournaments where id = ${tr.id}`
-  t.equal(row?.participants, 2)
+  const [row] = await sql<{ n: number }[]>`select count(*)::int as n from tournament_participants where tournament_id = ${tr.id}`
+  t.equal(row?.n, 2)
+
+  // A cap set on a running tournament counts the participants it already has.
+  const open = await create(tenant, '/tournaments', { name: 'Open', status: 'active', game_config: { metric: 'bet_count' } })
+  await send(tenant, [bet('a', 1), bet('b', 1)])
+  t.equal((await board(tenant.key, open.id)).total, 2)
+  t.equal((await h.request('PATCH', `/tournaments/${open.id}`, { key: tenant.key, body: { max_participants: 3 } })).status, 200)
+  await send(tenant, [bet('c', 1)])
+  await send(tenant, [bet('d', 1)])
+  t.same(ranks(await board(tenant.key, open.id)).map(([p]) => p).sort(), ['a', 'b', 'c'], 'one place was left: c took it, d was not admitted')
 })
 
 t.test('at ends_at: ended, final ranks, prizes granted once, tournament.ended; later events change nothing', async (t) => {
