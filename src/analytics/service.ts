@@ -7,7 +7,7 @@ import { retentionDropped } from '../events/retention.ts'
 import { lifecycleStageSql } from '../segments/fields.ts'
 import { LIFECYCLE_STAGES } from '../players/scoring.ts'
 import { ggrOf, MoneyMap, moneyOf, type Money } from './money.ts'
-import { at, bucketRows, chQuery, GAME_TYPES_SQL, GGR_PART, NO_TIME, PLAYER_TIMES, playerBucketRows, playerDimension, playerMoneyRows, SCOPE, type Scope } from './queries.ts'
+import { at, bucketRows, chQuery, distinctPlayers, GAME_TYPES_SQL, GGR_PART, NO_TIME, PLAYER_TIMES, playerBucketRows, playerDimension, playerMoneyRows, SCOPE, type Scope } from './queries.ts'
 import { datesBetween, localDate } from './time.ts'
 
 type Deps = Pick<AppContext, 'sql' | 'ch' | 'clock'>
@@ -31,7 +31,7 @@ export async function summary(deps: Deps, scope: Scope) {
       SELECT event_type, currency, toString(sum(events)) AS n, sum(amount) AS amount FROM rollup_buckets
       WHERE ${SCOPE} AND event_type IN ('deposit', 'withdrawal', 'bet', 'win', 'bet_rollback', 'win_rollback', 'bonus_completed')
       GROUP BY event_type, currency`, scope),
-    chQuery<{ n: string }>(deps.ch, `SELECT toString(uniqExact(player_id)) AS n FROM (${playerBucketRows(since, activeParams)})`, scope, activeParams),
+    chQuery<{ n: string }>(deps.ch, `SELECT ${distinctPlayers()} AS n FROM (${playerBucketRows(since, activeParams)})`, scope, activeParams),
     chQuery<{ new_30d: string; depositors: string; ftd_30d: string }>(deps.ch, `
       SELECT toString(countIf(registered_at >= ${at('since')})) AS new_30d, toString(countIf(deposit_count > 0)) AS depositors,
         toString(countIf(first_deposit_at >= ${at('since')} AND first_deposit_at < ${NO_TIME})) AS ftd_30d
@@ -98,7 +98,7 @@ export async function timeseries(deps: Deps, scope: Scope, input: { from?: numbe
         sumIf(amount, event_type = 'deposit') AS deposits, sum(${GGR_PART}) AS ggr
       FROM rollup_buckets WHERE ${SCOPE} AND bucket >= ${start} GROUP BY date, currency`, scope, params),
     chQuery<{ date: string; n: string }>(deps.ch, `
-      SELECT toString(toDate(bucket, {tz:String})) AS date, toString(uniqExact(player_id)) AS n
+      SELECT toString(toDate(bucket, {tz:String})) AS date, ${distinctPlayers()} AS n
       FROM rollup_player_buckets WHERE ${SCOPE} AND bucket >= ${start} GROUP BY date`, scope, params),
     chQuery<{ date: string; n: string }>(deps.ch, `
       SELECT toString(toDate(registered_at, {tz:String})) AS date, toString(count()) AS n FROM (${PLAYER_TIMES})
@@ -136,7 +136,7 @@ export async function revenue(deps: Deps, scope: Scope, input: { dimension: Reve
     // The player's dimension (latest value seen in their events) keys all of their money. Grouped by
     // (key, currency) for the money and by key alone (grouping(currency) = 1) for the distinct players.
     const rows = await chQuery<{ key: string; currency: string; g: number; players: string } & Record<'deposits' | 'bets' | 'wins' | 'bet_rollbacks' | 'win_rollbacks' | 'bonus_cost', string>>(deps.ch, `
-      SELECT d.${dimension} AS key, b.currency AS currency, grouping(currency) AS g, toString(uniqExact(b.player_id)) AS players,
+      SELECT d.${dimension} AS key, b.currency AS currency, grouping(currency) AS g, ${distinctPlayers('b.player_id')} AS players,
         sum(b.deposits) AS deposits, sum(b.bets) AS bets, sum(b.wins) AS wins, sum(b.bet_rollbacks) AS bet_rollbacks,
         sum(b.win_rollbacks) AS win_rollbacks, sum(b.bonus_cost) AS bonus_cost
       FROM (${playerMoneyRows(from, params, from === undefined && (await retentionDropped(deps)))}) AS b
@@ -170,7 +170,7 @@ export async function revenue(deps: Deps, scope: Scope, input: { dimension: Reve
         sumIf(amount, event_type = 'bet_rollback') AS bet_rollbacks, sumIf(amount, event_type = 'win_rollback') AS win_rollbacks
       FROM events ${where} GROUP BY key, currency`, scope, params),
     chQuery<{ key: string; players: string }>(deps.ch, `
-      SELECT ${dimension} AS key, toString(uniqExact(player_id)) AS players FROM events ${where} GROUP BY key`, scope, params),
+      SELECT ${dimension} AS key, ${distinctPlayers()} AS players FROM events ${where} GROUP BY key`, scope, params),
   ])
   const byGame = new Map<string, { players: number; bets: MoneyMap; wins: MoneyMap; bet_rollbacks: MoneyMap; win_rollbacks: MoneyMap }>()
   const entry = (key: string) => {
@@ -359,7 +359,7 @@ export async function runReport(deps: Deps, scope: Scope, input: { metric: Repor
     // Straight from events: the game is on the game events, and players per type need the player ids.
     if (from !== undefined) params.from = from
     const value =
-      metric === 'players' ? 'toString(uniqExact(player_id))'
+      metric === 'players' ? distinctPlayers()
       : metric === 'events' ? 'toString(count())'
       : metric === 'deposits' ? `sumMap(map(currency, if(event_type = 'deposit', amount, toDecimal128(0, 8))))`
       : `sumMap(map(currency, multiIf(event_type = 'bet', amount, event_type = 'bet_rollback', -amount, toDecimal128(0, 8))))`
@@ -382,7 +382,7 @@ export async function runReport(deps: Deps, scope: Scope, input: { metric: Repor
   }
   // day/week × players, country, status: per player buckets (status: the player's current status).
   const value =
-    metric === 'players' ? 'toString(uniqExact(b.player_id))'
+    metric === 'players' ? distinctPlayers('b.player_id')
     : metric === 'events' ? 'toString(sum(b.events))'
     : metric === 'deposits' ? 'sumMap(map(b.currency, b.deposits))'
     : 'sumMap(map(b.currency, b.bets - b.bet_rollbacks))'
