@@ -51,7 +51,7 @@ export async function expireMonth(ctx: AppContext, month: string): Promise<void>
   const generation = await openDrop(ctx, month)
   await recordExpiredTotals(ctx, month, generation)
   // The partition id is six digits (checked above): safe to write into the statements.
-  for (const table of ['rollup_player_buckets', 'rollup_buckets', 'events']) await ctx.ch.command(`ALTER TABLE ${table} DROP PARTITION ID '${month}'`)
+  for (const table of ['rollup_player_buckets', 'rollup_buckets', 'rollup_game_months', 'events']) await ctx.ch.command(`ALTER TABLE ${table} DROP PARTITION ID '${month}'`)
   await ctx.ch.command(`ALTER TABLE rollup_player_months DELETE WHERE toYYYYMM(month) = ${month} SETTINGS mutations_sync = 2`)
   await ctx.sql`update event_retention_drops set done_at = now() where sink = ${ctx.ch.sinkId} and month = ${month} and generation = ${generation}`
 }

@@ -263,18 +263,24 @@ t.test('a job interrupted after its copy is finished exactly once', async (t) =>
   const copies = await chEvents(tenant.id, token)
   t.equal(copies.length, 3, 'each event once, not the crashed copy plus a new one')
   t.ok(copies.every((c) => c.raw.includes(token) && !c.raw.includes(p.ext)), 'the whole copy was made again, scrubbed')
-  t.same(await rollupsVsEvents(tenant.id), { totals: await totalsFromEvents(tenant.id), buckets: await bucketsFromEvents(tenant.id) }, 'rollups as events say, the crashed copy not counted')
+  t.same(await rollupsVsEvents(tenant.id), { totals: await totalsFromEvents(tenant.id), buckets: await bucketsFromEvents(tenant.id), games: await gamesFromEvents(tenant.id) }, 'rollups as events say, the crashed copy not counted')
 })
 
-/** Per player and currency from rollup_player_totals, and per bucket from rollup_buckets. */
+/** Per player and currency from rollup_player_totals, per bucket from rollup_buckets, per game and month from rollup_game_months. */
 async function rollupsVsEvents(tenantId: string) {
   const totals = await ch().query(
     'SELECT player_id, currency, toString(sum(events)) AS n, toString(sum(deposits)) AS deposit_sum, toString(sum(bets)) AS bet_sum FROM rollup_player_totals ' +
       'WHERE tenant_id = {t:UUID} GROUP BY player_id, currency HAVING sum(events) > 0 ORDER BY player_id, currency', { t: tenantId })
-  return { totals, buckets: await ch().query(
+  const buckets = await ch().query(
     'SELECT toString(bucket) AS at, event_type, currency, toString(sum(events)) AS n, toString(sum(amount)) AS amount_sum FROM rollup_buckets ' +
-      'WHERE tenant_id = {t:UUID} GROUP BY bucket, event_type, currency HAVING sum(events) > 0 ORDER BY at, event_type, currency', { t: tenantId }) }
+      'WHERE tenant_id = {t:UUID} GROUP BY bucket, event_type, currency HAVING sum(events) > 0 ORDER BY at, event_type, currency', { t: tenantId })
+  return { totals, buckets, games: await ch().query(
+    'SELECT toString(month) AS m, game, event_type, currency, toString(sum(events)) AS n, toString(sum(amount)) AS amount_sum FROM rollup_game_months ' +
+      'WHERE tenant_id = {t:UUID} GROUP BY month, game, event_type, currency HAVING sum(events) > 0 ORDER BY m, game, event_type, currency', { t: tenantId }) }
 }
+const gamesFromEvents = (tenantId: string) => ch().query(
+  'SELECT toString(toStartOfMonth(event_time)) AS m, game, event_type, currency, toString(count()) AS n, toString(sum(amount)) AS amount_sum ' +
+    "FROM events WHERE tenant_id = {t:UUID} AND event_type IN ('bet', 'win', 'bet_rollback', 'win_rollback') GROUP BY m, game, event_type, currency ORDER BY m, game, event_type, currency", { t: tenantId })
 const totalsFromEvents = (tenantId: string) => ch().query<Record<string, string>>(
   "SELECT player_id, currency, toString(count()) AS n, toString(sumIf(amount, event_type = 'deposit')) AS deposit_sum, toString(sumIf(amount, event_type = 'bet')) AS bet_sum " +
     'FROM events WHERE tenant_id = {t:UUID} GROUP BY player_id, currency ORDER BY player_id, currency', { t: tenantId })
@@ -303,7 +309,7 @@ t.test('an erasure keeps the rollup figures of events of the same id received af
   const of = (player: string) => totals.filter((r) => r.player_id === player).map(({ currency, n, deposit_sum, bet_sum }) => ({ currency, n, deposit_sum, bet_sum }))
   t.same(of(p.ext), [{ currency: 'EUR', n: '1', deposit_sum: '7', bet_sum: '0' }])
   t.same(of(token), [{ currency: '', n: '1', deposit_sum: '0', bet_sum: '0' }, { currency: 'EUR', n: '2', deposit_sum: '25.5', bet_sum: '10' }])
-  t.same(await rollupsVsEvents(tenant.id), { totals, buckets: await bucketsFromEvents(tenant.id) }, 'rollups as events say')
+  t.same(await rollupsVsEvents(tenant.id), { totals, buckets: await bucketsFromEvents(tenant.id), games: await gamesFromEvents(tenant.id) }, 'rollups as events say')
 })
 
 t.test('EVENT_RETENTION_DAYS drops whole months older than the retention', async (t) => {
@@ -327,9 +333,9 @@ t.test('after a retention drop every analytics figure is what the retained event
   const old = (player: string, day: string, type: string, payload: Record<string, unknown> = {}) => ev({ player_id: player, event_type: type, timestamp: `2002-07-${day}T10:00:00.000Z`, payload })
   const money = (amount: number, currency = 'EUR') => ({ amount, currency })
   const events = [
-    old('keep', '01', 'registration', { country: 'SE' }), old('keep', '02', 'deposit', money(10)), old('keep', '03', 'bet', money(4)), old('keep', '04', 'deposit', money(3, 'USD')),
+    old('keep', '01', 'registration', { country: 'SE' }), old('keep', '02', 'deposit', money(10)), old('keep', '03', 'bet', { ...money(4), game: 'oldslot' }), old('keep', '04', 'deposit', money(3, 'USD')),
     old('gone', '01', 'registration', { country: 'NO' }), old('gone', '05', 'deposit', money(5)),
-    ev({ player_id: 'keep', event_type: 'deposit', payload: money(7) }), ev({ player_id: 'keep', event_type: 'bet', payload: money(2) }),
+    ev({ player_id: 'keep', event_type: 'deposit', payload: money(7) }), ev({ player_id: 'keep', event_type: 'bet', payload: { ...money(2), game: 'newslot' } }),
     ev({ player_id: 'new', event_type: 'registration', payload: { country: 'IT' } }), ev({ player_id: 'new', event_type: 'deposit', payload: money(1) }),
   ]
   t.equal((await post(h, tenant.key, { events })).body.stored, events.length)
@@ -341,6 +347,8 @@ t.test('after a retention drop every analytics figure is what the retained event
   const country = async () => (await h.request('GET', '/analytics/revenue?dimension=country', { key: tenant.key })).body.data
   const countryReport = async () => (await h.request('GET', '/reports/run?metric=deposits&dimension=country', { key: tenant.key })).body.data
   t.match(await country(), [{ key: 'IT', deposits: { EUR: 1 } }, { key: 'NO', players: 1, deposits: { EUR: 5 } }, { key: 'SE', players: 1, deposits: { EUR: 17, USD: 3 } }])
+  const games = async () => (await h.request('GET', '/analytics/revenue?dimension=game', { key: tenant.key })).body.data.map((r: any) => [r.key, r.players, r.bets])
+  t.same(await games(), [['newslot', 1, { EUR: 2 }], ['oldslot', 1, { EUR: 4 }]])
 
   // A drop that died after recording what the month added, before dropping anything.
   await recordExpiredTotals(h.app.ctx, '200207', await openDrop(h.app.ctx, '200207'))
@@ -348,6 +356,8 @@ t.test('after a retention drop every analytics figure is what the retained event
   t.ok((await dropExpiredPartitions(h.app.ctx, 365)).includes('200207'), 'finished by the next run')
   t.same(await netTotals(), await retained(), 'subtracted once')
   t.same((await rollupsVsEvents(tenant.id)).buckets, await bucketsFromEvents(tenant.id), 'the buckets lost the month too')
+  t.same((await rollupsVsEvents(tenant.id)).games, await gamesFromEvents(tenant.id), 'so did the game rollup')
+  t.same(await games(), [['newslot', 1, { EUR: 2 }]], 'revenue by game: the dropped month is gone')
   const after = await country()
   t.same(after.map((r: any) => r.key), ['IT', 'SE'], 'a player whose events were all dropped is gone')
   t.match(after, [{ key: 'IT', players: 1, deposits: { EUR: 1 } }, { key: 'SE', players: 1, deposits: { EUR: 7 }, bets: { EUR: 2 } }])
