@@ -9,7 +9,7 @@ CREATE TABLE IF NOT EXISTS rollup_game_months (
   tenant_id  UUID,
   brand_id   UUID,
   month      Date,
-  game       String,
+  game       LowCardinality(String),
   provider   LowCardinality(String),
   category   LowCardinality(String),
   event_type LowCardinality(String),

@@ -21,7 +21,7 @@ export const EVENT_COLUMNS = [
   ['amount', 'Decimal(38, 8)'],
   ['currency', 'LowCardinality(String)'],
   ['method', 'LowCardinality(String)'],
-  ['game', 'String'],
+  ['game', 'LowCardinality(String)'],
   ['provider', 'LowCardinality(String)'],
   ['category', 'LowCardinality(String)'],
   ['round_id', 'String'],
