@@ -16,6 +16,7 @@ import WebSocket from 'ws'
 import { startApp } from '../src/app.ts'
 import { loadConfig } from '../src/config.ts'
 import { enqueueNotificationBatched, enqueueNotifications } from '../src/notifications/service.ts'
+import { cpuLine, readCpu } from './cpu.ts'
 import { freshDatabase, type FreshDatabase } from './fresh-database.ts'
 
 const IN_APP = Number(process.env.BENCH_INAPP ?? 20_000)
@@ -115,6 +116,7 @@ for (const mode of ['single', 'chunks'] as const) {
     await new Promise((r) => ws.once('open', r))
     return ws
   }))
+  const cpu0 = readCpu()
   const t0 = performance.now()
   const started = await enqueueAll(players, IN_APP, 'in_app', { subject: 'Bonus', body: 'Hello {{ name | player }}, a gift is waiting.' }, mode)
   const enqueuedIn = performance.now() - t0
@@ -123,6 +125,8 @@ for (const mode of ['single', 'chunks'] as const) {
   const lat = [...received].map(([id, at]) => at - (started.get(id) ?? at))
   const how = mode === 'single' ? 'one at a time, 64 in flight' : 'in chunks of 1,000'
   out(`in-app (enqueued ${how}): ${received.size}/${IN_APP} delivered to ${SOCKETS} sockets in ${(total / 1000).toFixed(1)} s = ${Math.round(received.size / (total / 1000))} msg/s (enqueue alone ${Math.round(IN_APP / (enqueuedIn / 1000))}/s); enqueue-to-WebSocket p50 ${pct(lat, 50).toFixed(0)} ms, p99 ${pct(lat, 99).toFixed(0)} ms`)
+  const cpu = cpuLine(cpu0, readCpu(), received.size)
+  if (cpu) out(`  CPU µs per message (bench = the app's threads and the WebSocket clients): ${cpu}`)
   for (const ws of sockets) ws.close()
 }
 
@@ -151,10 +155,12 @@ for (const mode of ['single', 'chunks'] as const) {
   await api('PUT', '/settings/channels/email', key, { smtp_url: `smtp://127.0.0.1:${port}`, from: 'Bench <bench@casino.example>', track_opens: true, track_clicks: true })
   const players = await makePlayers(Math.min(EMAILS, 1000), 'bench.example')
   const html = '<p>Hello {{ name | player }}</p><p>Your bonus is waiting: <a href="https://casino.example/bonus">claim it</a>.</p>'
+  const cpu0 = readCpu({ smtp: sink.pid })
   const t0 = performance.now()
   const started = await enqueueAll(players, EMAILS, 'email', { subject: 'Your bonus', body: html })
   await within(allIn, 600_000)
   const total = performance.now() - t0
+  const engineCpu = cpuLine(cpu0, readCpu({ smtp: sink.pid }), accepted.size)
   const lat = [...accepted].map(([id, at]) => at - (started.get(id) ?? at))
   const engineRate = accepted.size / (total / 1000)
   out(`email (engine): ${accepted.size}/${EMAILS} accepted in ${(total / 1000).toFixed(1)} s = ${Math.round(engineRate)} msg/s; enqueue-to-accepted p50 ${pct(lat, 50).toFixed(0)} ms, p99 ${pct(lat, 99).toFixed(0)} ms`)
@@ -164,6 +170,7 @@ for (const mode of ['single', 'chunks'] as const) {
   const transport = nodemailer.createTransport({ pool: true, maxConnections: 5, maxMessages: Infinity, host: '127.0.0.1', port, secure: false, ignoreTLS: true })
   allIn = new Promise<void>((r) => (done = r))
   bareRun = true
+  const cpu1 = readCpu({ smtp: sink.pid })
   const b0 = performance.now()
   let next = 0
   await Promise.all(Array.from({ length: 64 }, async () => {
@@ -174,8 +181,11 @@ for (const mode of ['single', 'chunks'] as const) {
   }))
   await within(allIn, 60_000)
   const bareRate = bare / ((performance.now() - b0) / 1000)
+  const bareCpu = cpuLine(cpu1, readCpu({ smtp: sink.pid }), bare)
   transport.close()
   out(`email (bare nodemailer pool, 5 connections): ${bare}/${EMAILS} in ${((performance.now() - b0) / 1000).toFixed(1)} s = ${Math.round(bareRate)} msg/s; engine/bare ratio ${(engineRate / bareRate).toFixed(2)}`)
+  if (engineCpu) out(`  CPU µs per email, engine: ${engineCpu}`)
+  if (bareCpu) out(`  CPU µs per email, bare pool: ${bareCpu}`)
   await new Promise<void>((r) => {
     sink.once('exit', () => r())
     sink.disconnect()

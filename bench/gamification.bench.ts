@@ -21,7 +21,8 @@ import { fileURLToPath } from 'node:url'
 import { Redis } from 'ioredis'
 import postgres from 'postgres'
 import WebSocket from 'ws'
-import { memoryLeaderboards } from '../src/tournaments/leaderboard.ts'
+import { memoryLeaderboards, redisLeaderboards } from '../src/tournaments/leaderboard.ts'
+import { cpuLine, readCpu, type CpuReading } from './cpu.ts'
 import { freshDatabase } from './fresh-database.ts'
 import { pct, runLoad } from './ingest/load.ts'
 import { makeBodies } from './ingest/workload.ts'
@@ -161,15 +162,25 @@ async function scenario(mode: 'servers' | 'embedded') {
     )
     await sendAll(port, keys, reg)
     const bodies = () => keys.map(() => makeBodies({ count: Math.max(800, Math.ceil((SECONDS * 30_000) / 100 / TENANTS)), batchSize: 100, players: PLAYERS, repeatShare: 0.05 }))
+    // Where the two cores go per stored event: the server's threads, PostgreSQL, Redis and the load
+    // generator (the bench's threads). A run with rules is read once its stream backlog is drained, so
+    // the consumers' whole cost is in it.
+    const cpuAt = () => readCpu({ server: server.proc.pid })
     const load = async () => {
+      const cpu0 = cpuAt()
       const r = await runLoad({ port, keys, bodies: bodies(), concurrency: CONCURRENCY, durationMs: SECONDS * 1000 })
-      return { eps: r.stored / r.seconds, p99: pct(r.latenciesMs, 99), errors: r.errors }
+      return { eps: r.stored / r.seconds, p99: pct(r.latenciesMs, 99), errors: r.errors, stored: r.stored, cpu0 }
+    }
+    const cpuReport = (label: string, run: { stored: number; cpu0: CpuReading }) => {
+      const line = cpuLine(run.cpu0, cpuAt(), run.stored)
+      if (line) out(`CPU µs per stored event, ${label}: ${line}`)
     }
     const f = (n: number) => Math.round(n).toLocaleString('en')
     const ms = (n: number) => n.toFixed(2)
     out(`\n### ${mode} (${TENANTS} brands × ${PLAYERS.toLocaleString('en')} players, 100-event batches, ${CONCURRENCY} in flight, ${SECONDS} s per run, INGEST_ACK_AFTER=postgres)\n`)
     const without1 = await load()
     out(`without rules: ${f(without1.eps)} events/s, p99 ${ms(without1.p99)} ms, errors ${without1.errors}`)
+    cpuReport('without rules', without1)
     const rules = await Promise.all(keys.map((k) => createRules(port, k)))
     const withRules = await load()
     const backlogAtStop = pg ? Number((await pg`select count(*)::int as n from event_stream`)[0]?.n) : Number.NaN
@@ -178,6 +189,7 @@ async function scenario(mode: 'servers' | 'embedded') {
     if (pg) while (Number((await pg`select count(*)::int as n from event_stream`)[0]?.n) > 0) await new Promise((r) => setTimeout(r, 50))
     const drainMs = pg ? performance.now() - t0 : Number.NaN
     out(`with 20 missions + 5 tournaments per brand: ${f(withRules.eps)} events/s, p99 ${ms(withRules.p99)} ms, errors ${withRules.errors}; stream backlog at stop ${Number.isNaN(backlogAtStop) ? 'n/a (embedded)' : `${f(backlogAtStop)} rows, drained in ${f(drainMs)} ms`}`)
+    if (pg) cpuReport('with 20 missions + 5 tournaments, until the stream is drained', withRules)
 
     // Event-to-profile latency while the load runs again.
     const probeKey = keys[0] as string
@@ -223,6 +235,7 @@ async function scenario(mode: 'servers' | 'embedded') {
     else await new Promise((r) => setTimeout(r, 5000))
     const without2 = await load()
     out(`without rules again: ${f(without2.eps)} events/s, p99 ${ms(without2.p99)} ms, errors ${without2.errors}`)
+    cpuReport('without rules again', without2)
 
     // Issue 16: the same load with 20 triggered campaigns + 20 missions per brand, then the trigger latency
     // under load.
@@ -230,6 +243,10 @@ async function scenario(mode: 'servers' | 'embedded') {
     if (CAMPAIGNS) {
       const campaignRules = await Promise.all(keys.map((k) => createCampaignRules(port, k)))
       const withCampaigns = await load()
+      if (pg) {
+        while (Number((await pg`select count(*)::int as n from event_stream`)[0]?.n) > 0) await new Promise((r) => setTimeout(r, 50))
+        cpuReport('with 20 triggered campaigns + 20 missions, until the stream is drained (not the deliveries)', withCampaigns)
+      }
       // The issue's measure: a probe event's 200 → its message on the player's inbox WebSocket. One probe
       // player with a socket open; a probe 250 ms after the previous one's 200 for as long as the load runs
       // (not after its message, so a slow consumer cannot thin the sample). The k-th message on the socket
@@ -304,14 +321,24 @@ async function scenario(mode: 'servers' | 'embedded') {
     const top = await time(500, () => api(port, lbKey, 'GET', `/tournaments/${lbTournament}/leaderboard?limit=10`))
     const rank = await time(500, () => api(port, lbKey, 'GET', `/tournaments/${lbTournament}/leaderboard?limit=1&player_id=${someone}`))
     const floor = await time(500, () => api(port, lbKey, 'GET', `/tournaments/${lbTournament}`))
-    let bareTop: { p50: number; p99: number }
-    let bareRank: { p50: number; p99: number }
+    let bareTop = { p50: Number.NaN, p99: Number.NaN }
+    let bareRank = { p50: Number.NaN, p99: Number.NaN }
+    // The board layer the route reads through (src/tournaments/leaderboard.ts), called here directly:
+    // what the engine adds to a sorted-set read, without the HTTP exchange.
+    let boardTop: { p50: number; p99: number } | undefined
+    let boardRank: { p50: number; p99: number } | undefined
     if (mode === 'servers' && process.env.REDIS_URL) {
       const redis = new Redis(process.env.REDIS_URL)
       const z = `rsp:lb:{${lbTournament}}`
       const member = ((await redis.hget(`rsp:lbp:{${lbTournament}}`, someone)) as string).split('|').slice(1).join('|')
-      bareTop = await time(500, () => redis.zrevrange(z, 0, 9, 'WITHSCORES'))
-      bareRank = await time(500, () => Promise.all([redis.zrevrank(z, member), redis.zscore(z, member)]))
+      const board = redisLeaderboards(redis)
+      for (let round = 0; round < 2; round++) {
+        // Twice, alternating, so neither side has the warmer connection or the quieter second.
+        bareTop = await time(500, () => redis.zrevrange(z, 0, 9, 'WITHSCORES'))
+        boardTop = await time(500, () => board.top(lbTournament, 0, 10))
+        bareRank = await time(500, () => Promise.all([redis.zrevrank(z, member), redis.zscore(z, member)]))
+        boardRank = await time(500, () => board.rankOf(lbTournament, someone))
+      }
       redis.disconnect()
     } else {
       const b = memoryLeaderboards()
@@ -340,6 +367,11 @@ async function scenario(mode: 'servers' | 'embedded') {
     out(`| bare ${mode === 'servers' ? 'Redis ZREVRANGE 0 9' : 'in-process board top 10'} | ${ms(bareTop.p50)} | ${ms(bareTop.p99)} |`)
     out(`| bare ${mode === 'servers' ? 'Redis ZREVRANK + ZSCORE' : 'in-process board rank'} | ${ms(bareRank.p50)} | ${ms(bareRank.p99)} |`)
     out(`| HTTP floor: GET /tournaments/{id} | ${ms(floor.p50)} | ${ms(floor.p99)} |`)
+    if (boardTop && boardRank) {
+      out(`| board layer (the route's read, no HTTP): top 10 | ${ms(boardTop.p50)} | ${ms(boardTop.p99)} |`)
+      out(`| board layer: one player's rank | ${ms(boardRank.p50)} | ${ms(boardRank.p99)} |`)
+      out(`\nboard layer / bare (p50): top 10 ${(boardTop.p50 / bareTop.p50).toFixed(2)}×, rank ${(boardRank.p50 / bareRank.p50).toFixed(2)}×; route − HTTP floor (p50): top 10 ${ms(top.p50 - floor.p50)} ms, rank ${ms(rank.p50 - floor.p50)} ms`)
+    }
   } finally {
     server.proc.kill('SIGTERM')
     await new Promise((r) => server.proc.once('exit', r))

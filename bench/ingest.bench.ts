@@ -5,7 +5,7 @@
 // bench/RESULTS.md records runs.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
 import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -13,6 +13,7 @@ import { openClickHouse } from '../src/db/clickhouse.ts'
 import { migrateClickHouse } from '../src/db/migrate.ts'
 import { EVENT_COLUMNS } from '../src/events/event-rows.ts'
 import { createLogger } from '../src/lib/log.ts'
+import { cpuParts, cpuSeconds, storeCpu, threadCpu } from './cpu.ts'
 import { pct, runLoad, type LoadResult } from './ingest/load.ts'
 import { freshDatabase } from './fresh-database.ts'
 import { makeBodies, transformBodies } from './ingest/workload.ts'
@@ -72,59 +73,10 @@ function recordPerf(name: string, seconds: number): void {
   }, 1000)
 }
 
-/** A /proc stat file's command name and CPU seconds (user + system) so far. */
-function readStat(path: string): { name: string; seconds: number } {
-  const st = readFileSync(path, 'utf8')
-  const f = st.slice(st.lastIndexOf(')') + 2).split(' ')
-  return { name: st.slice(st.indexOf('(') + 1, st.lastIndexOf(')')), seconds: (Number(f[11]) + Number(f[12])) / 100 }
-}
-
-/** CPU seconds (all threads) a process has used so far: load-independent cost. */
-function cpuSeconds(pid: number): number {
-  return readStat(`/proc/${pid}/stat`).seconds
-}
-
-/** Sums CPU seconds by a name `nameOf` gives each stat file (undefined: left out); files that vanish are skipped. */
-function cpuByName(paths: string[], nameOf: (name: string, path: string) => string | undefined): Map<string, number> {
-  const m = new Map<string, number>()
-  for (const path of paths) {
-    try {
-      const { name, seconds } = readStat(path)
-      const key = nameOf(name, path)
-      if (key) m.set(key, (m.get(key) ?? 0) + seconds)
-    } catch {}
-  }
-  return m
-}
-
-/** CPU seconds per thread group (main thread apart, other threads by name), for BENCH_THREADS=1. */
-function threadCpu(pid: number): Map<string, number> {
-  const main = `/proc/${pid}/task/${pid}/stat`
-  const paths = readdirSync(`/proc/${pid}/task`).map((tid) => `/proc/${pid}/task/${tid}/stat`)
-  return cpuByName(paths, (name, path) => (path === main ? 'main' : name.replace(/[0-9]+$/, '')))
-}
-
-/**
- * CPU seconds of this machine's PostgreSQL and Redis servers (every process by that name), for
- * BENCH_THREADS=1: with the server's threads, where the 2 cores' time per event goes. Empty when they run
- * elsewhere.
- */
-function storeCpu(): Map<string, number> {
-  const names: Record<string, string> = { postgres: 'PostgreSQL', 'redis-server': 'Redis' }
-  const paths = readdirSync('/proc').filter((pid) => /^\d+$/.test(pid)).map((pid) => `/proc/${pid}/stat`)
-  return cpuByName(paths, (name) => names[name])
-}
-
-function threadLine(before: Map<string, number>, after: Map<string, number>, events: number): string {
-  const parts: [string, number][] = []
-  for (const [k, v] of after) parts.push([k, ((v - (before.get(k) ?? 0)) / Math.max(1, events)) * 1e6])
-  return parts.filter(([, us]) => us >= 0.5).sort((a, b) => b[1] - a[1]).map(([k, us]) => `${k} ${us.toFixed(1)}`).join(', ')
-}
-
 /** "; stores: PostgreSQL 41.0, Redis 3.1" (µs/event since `before`), or nothing if neither runs here. */
 function storeLine(before: Map<string, number> | undefined, events: number): string {
   const after = storeCpu()
-  const used = before && threadLine(before, after, events)
+  const used = before && cpuParts(before, after, events)
   return used ? `; stores: ${used}` : ''
 }
 
@@ -172,7 +124,7 @@ async function scenario(mode: 'servers' | 'embedded', ackAfter: AckAfter): Promi
     const stores0 = threads0 && storeCpu()
     const batches = await runLoad({ port: server.port, keys, bodies: batchBodies, concurrency: BATCH_CONCURRENCY, durationMs: BATCH_SECONDS * 1000, onStart: () => recordPerf(`${mode}-${ackAfter}-batches`, BATCH_SECONDS) })
     const batchCpu = cpuSeconds(pid) - cpu0
-    if (threads0) out(`  ${mode}, batches: server CPU µs/event by thread: ${threadLine(threads0, threadCpu(pid), batches.requests * 100)}${storeLine(stores0, batches.requests * 100)}`)
+    if (threads0) out(`  ${mode}, batches: server CPU µs/event by thread: ${cpuParts(threads0, threadCpu(pid), batches.requests * 100)}${storeLine(stores0, batches.requests * 100)}`)
     const label = `${mode === 'servers' ? 'PostgreSQL + Redis + chDB' : 'embedded (PGlite + chDB, no Redis)'}, ack after ${ackAfter === 'clickhouse' ? 'ClickHouse insert' : 'PostgreSQL spool'}`
     if (ackAfter === 'postgres' && db) await reportSpoolDrain(server.dir, db.url)
     const lines = [line(`${label}, batches of 100 (${BATCH_CONCURRENCY} in flight)`, batches, 100, batchCpu)]
@@ -184,7 +136,7 @@ async function scenario(mode: 'servers' | 'embedded', ackAfter: AckAfter): Promi
       const singleStores0 = singleThreads0 && storeCpu()
       const singles = await runLoad({ port: server.port, keys, bodies: singleBodies, concurrency: SINGLE_CONCURRENCY, durationMs: SINGLE_SECONDS * 1000, onStart: () => recordPerf(`${mode}-${ackAfter}-singles`, SINGLE_SECONDS) })
       const singleCpu = cpuSeconds(pid) - cpu0
-      if (singleThreads0) out(`  ${mode}, singles: server CPU µs/event by thread: ${threadLine(singleThreads0, threadCpu(pid), singles.requests)}${storeLine(singleStores0, singles.requests)}`)
+      if (singleThreads0) out(`  ${mode}, singles: server CPU µs/event by thread: ${cpuParts(singleThreads0, threadCpu(pid), singles.requests)}${storeLine(singleStores0, singles.requests)}`)
       if (singles.errors) out(`  non-200 answers: singles ${JSON.stringify(singles.statuses)}`)
       lines.push(line(`${label}, single events (${SINGLE_CONCURRENCY} in flight)`, singles, 1, singleCpu))
     }

@@ -11,10 +11,15 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { randomUUID } from 'node:crypto'
+import postgres from 'postgres'
 import { Pool } from 'undici'
 import { startApp } from '../src/app.ts'
 import { loadConfig } from '../src/config.ts'
+import { fanOut } from '../src/webhooks/dispatcher.ts'
+import { recordOutcomes } from '../src/webhooks/queries.ts'
 import { createEndpoint, deliveryBody } from '../src/webhooks/service.ts'
+import { cpuLine, readCpu } from './cpu.ts'
 import { freshDatabase, type FreshDatabase } from './fresh-database.ts'
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 20_000)
@@ -33,9 +38,48 @@ async function startReceiver() {
   const base = `http://127.0.0.1:${port}`
   return {
     port,
+    pid: proc.pid,
     stats: async () => (await (await fetch(`${base}/stats`)).json()) as { count: number; p50: number; p99: number; max: number },
     reset: () => fetch(`${base}/reset`).then((r) => r.text()),
     stop: () => proc.kill(),
+  }
+}
+
+/**
+ * The store's floor: what PostgreSQL and the driver cost per delivery for the queue's own statements,
+ * with no HTTP at all. The engine's exact SQL (the outbox insert, `fanOut` with its deliveries leased as
+ * the dispatcher's are, one batched outcome update per batch) on a connection of its own, one batch of
+ * 500 (the fan-out's batch) at a time, after the app has stopped (so no engine takes the rows). A
+ * delivery costs at least this floor plus the bare exchange, which bounds the engine / bare ratio on
+ * this machine.
+ */
+async function storeFloor(url: string, tenantId: string, brandIds: string[], engineRate: number, bareRate: number) {
+  const sql = postgres(url, { max: 2, onnotice: () => {} })
+  const BATCH = 500
+  const batches = Math.max(1, Math.round(EVENTS / BATCH))
+  const token = `floor-${randomUUID()}`
+  const loop = { reserve: () => ({ token, at: Date.now(), take: () => true }), adopt: () => {} }
+  let delivered = 0
+  try {
+    const cpu0 = readCpu()
+    const t0 = performance.now()
+    for (let b = 0; b < batches; b++) {
+      await sql`
+        insert into outbox (tenant_id, brand_id, event, data)
+        select ${tenantId}, b, 'player.created', jsonb_build_object('player_id', gen_random_uuid(), 'external_id', 'f' || n, 't', ${Date.now()}::float8)
+        from unnest(${Array.from({ length: BATCH }, (_, i) => brandIds[i % brandIds.length]!)}::uuid[], ${Array.from({ length: BATCH }, (_, i) => b * BATCH + i)}::int[]) as x(b, n)`
+      await fanOut({ sql } as never, BATCH, { loop, keyId: '', leaseMs: 60_000 } as never)
+      const ids = await sql<{ id: string }[]>`select id from webhook_deliveries where lease_owner = ${token}`
+      const at = new Date().toISOString()
+      await recordOutcomes(sql, ids.map((r) => ({ id: r.id, owner: token, status: 'successful' as const, attempt: { n: 1, at, response_code: 200, duration_ms: 1, error: null, response_body: 'ok' } })))
+      delivered += ids.length
+    }
+    const sec = (performance.now() - t0) / 1000
+    const cpu = cpuLine(cpu0, readCpu(), delivered)
+    out(`| the store's floor: the queue's statements alone, no HTTP (${delivered} deliveries, batches of ${BATCH}, one at a time) | ${Math.round(delivered / sec)} deliveries/s; CPU µs per delivery: ${cpu} |`)
+    out(`| engine rate / floor rate; bare rate / floor rate | ${(engineRate / (delivered / sec)).toFixed(2)}; ${(bareRate / (delivered / sec)).toFixed(2)} |`)
+  } finally {
+    await sql.end()
   }
 }
 
@@ -57,6 +101,7 @@ async function main() {
   })
   const app = await startApp(config)
   const { sql } = app.ctx
+  let closed = false
   out(`postgres: ${app.ctx.pg.kind}; load average before: ${loadavg().map((l) => l.toFixed(1)).join(' ')}`)
   try {
     const [tenant] = await sql<{ id: string }[]>`insert into tenants (name, slug) values ('bench', ${`bench-${Date.now()}`}) returning id`
@@ -89,10 +134,12 @@ async function main() {
 
     // 1. Throughput.
     await rx.reset()
+    const cpu0 = readCpu({ receiver: rx.pid })
     const t0 = performance.now()
     await insertEvents(EVENTS, 0)
     const s1 = await waitCount(EVENTS, 300_000)
     const engineSec = (performance.now() - t0) / 1000
+    const engineCpu = cpuLine(cpu0, readCpu({ receiver: rx.pid }), s1.count)
     const engineRate = s1.count / engineSec
     const [retried] = await sql<{ n: number }[]>`select count(*)::int as n from webhook_deliveries where attempt_count > 1`
 
@@ -101,6 +148,7 @@ async function main() {
     const pool = new Pool(`http://127.0.0.1:${rx.port}`, { connections: 8 * ENDPOINTS, pipelining: 1 })
     await rx.reset()
     let next = 0
+    const cpu1 = readCpu({ receiver: rx.pid })
     const t1 = performance.now()
     await Promise.all(
       Array.from({ length: 256 }, async () => {
@@ -113,6 +161,7 @@ async function main() {
     )
     const bareSec = (performance.now() - t1) / 1000
     const bareRate = EVENTS / bareSec
+    const bareCpu = cpuLine(cpu1, readCpu({ receiver: rx.pid }), EVENTS)
     await pool.close()
 
     // 2. Latency at 1,000 events/s.
@@ -142,11 +191,16 @@ async function main() {
     out(`| engine: ${EVENTS} deliveries over ${ENDPOINTS} endpoints | ${Math.round(engineRate)} deliveries/s (${engineSec.toFixed(1)} s; ${retried!.n} needed a retry) |`)
     out(`| bare undici client, same bodies and receiver | ${Math.round(bareRate)} requests/s |`)
     out(`| ratio engine / bare | ${(engineRate / bareRate).toFixed(2)} |`)
+    if (engineCpu) out(`| CPU µs per delivery, engine (bench = the app's threads) | ${engineCpu} |`)
+    if (bareCpu) out(`| CPU µs per request, bare client | ${bareCpu} |`)
     out(`| commit→receipt at ${RATE} events/s (${s2.count} delivered) | p50 ${s2.p50} ms, p99 ${s2.p99} ms, max ${s2.max} ms |`)
     out(`| same, ${SLOW} of ${ENDPOINTS} endpoints timing out: the other ${ENDPOINTS - SLOW} (${s3.count}/${expected90}) | p50 ${s3.p50} ms, p99 ${s3.p99} ms (${(s3.p99 / Math.max(1, s2.p99)).toFixed(2)}× the run without) |`)
+    await app.close()
+    closed = true
+    if (db) await storeFloor(db.url, tenant!.id, brandIds, engineRate, bareRate)
     out(`load average after: ${loadavg().map((l) => l.toFixed(1)).join(' ')}`)
   } finally {
-    await app.close()
+    if (!closed) await app.close()
     rx.stop()
     await db?.close()
     rmSync(dataDir, { recursive: true, force: true })

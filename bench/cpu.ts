@@ -1,0 +1,80 @@
+// CPU accounting for the benches: what each process (and each thread of ours) spends per item, read
+// from /proc, so a rate that misses its target says where the machine's two cores went. Linux only;
+// elsewhere every reading is empty and the lines say nothing.
+import { readdirSync, readFileSync } from 'node:fs'
+
+/** A /proc stat file's command name and CPU seconds (user + system) so far. */
+function readStat(path: string): { name: string; seconds: number } {
+  const st = readFileSync(path, 'utf8')
+  const f = st.slice(st.lastIndexOf(')') + 2).split(' ')
+  return { name: st.slice(st.indexOf('(') + 1, st.lastIndexOf(')')), seconds: (Number(f[11]) + Number(f[12])) / 100 }
+}
+
+/** CPU seconds (all threads) a process has used so far: load-independent cost. */
+export function cpuSeconds(pid: number): number {
+  return readStat(`/proc/${pid}/stat`).seconds
+}
+
+/** Sums CPU seconds by a name `nameOf` gives each stat file (undefined: left out); files that vanish are skipped. */
+function cpuByName(paths: string[], nameOf: (name: string, path: string) => string | undefined): Map<string, number> {
+  const m = new Map<string, number>()
+  for (const path of paths) {
+    try {
+      const { name, seconds } = readStat(path)
+      const key = nameOf(name, path)
+      if (key) m.set(key, (m.get(key) ?? 0) + seconds)
+    } catch {}
+  }
+  return m
+}
+
+/** CPU seconds per thread group of a process (main thread apart, other threads by name without digits). */
+export function threadCpu(pid: number, prefix = ''): Map<string, number> {
+  const main = `/proc/${pid}/task/${pid}/stat`
+  let paths: string[] = []
+  try {
+    paths = readdirSync(`/proc/${pid}/task`).map((tid) => `/proc/${pid}/task/${tid}/stat`)
+  } catch {}
+  return cpuByName(paths, (name, path) => prefix + (path === main ? 'main' : name.replace(/[0-9]+$/, '')))
+}
+
+/**
+ * CPU seconds of this machine's PostgreSQL and Redis servers (every process by that name). Empty when
+ * they run elsewhere. A backend that exits takes its seconds with it: read while the pool is open.
+ */
+export function storeCpu(): Map<string, number> {
+  const names: Record<string, string> = { postgres: 'PostgreSQL', 'redis-server': 'Redis' }
+  let pids: string[] = []
+  try {
+    pids = readdirSync('/proc').filter((pid) => /^\d+$/.test(pid))
+  } catch {}
+  return cpuByName(pids.map((pid) => `/proc/${pid}/stat`), (name) => names[name])
+}
+
+/** One reading of everything a bench names: its own threads, other processes of its own, the stores. */
+export type CpuReading = Map<string, number>
+
+/** `others`: processes of the bench's own (a server, a receiver) by name, each split by thread like the bench. */
+export function readCpu(others: Record<string, number | undefined> = {}): CpuReading {
+  const m = new Map([...threadCpu(process.pid, 'bench '), ...storeCpu()])
+  for (const [name, pid] of Object.entries(others)) if (pid !== undefined) for (const [k, v] of threadCpu(pid, `${name} `)) m.set(k, v)
+  return m
+}
+
+function perItem(before: CpuReading, after: CpuReading, items: number): [string, number][] {
+  const parts: [string, number][] = []
+  for (const [k, v] of after) parts.push([k, ((v - (before.get(k) ?? 0)) / Math.max(1, items)) * 1e6])
+  return parts.filter(([, us]) => us >= 0.5).sort((a, b) => b[1] - a[1])
+}
+
+/** "a 41.0, b 3.1" in µs per item between two readings (parts under 0.5 µs left out). */
+export function cpuParts(before: CpuReading, after: CpuReading, items: number): string {
+  return perItem(before, after, items).map(([k, us]) => `${k} ${us.toFixed(1)}`).join(', ')
+}
+
+/** The parts and their total: "a 41.0, b 3.1; total 44.1" ('' when nothing could be read). */
+export function cpuLine(before: CpuReading, after: CpuReading, items: number): string {
+  const parts = perItem(before, after, items)
+  if (!parts.length) return ''
+  return `${cpuParts(before, after, items)}; total ${parts.reduce((s, [, us]) => s + us, 0).toFixed(1)}`
+}
