@@ -28,14 +28,19 @@ function cpuByName(paths: string[], nameOf: (name: string, path: string) => stri
   return m
 }
 
-/** CPU seconds per thread group of a process (main thread apart, other threads by name without digits). */
+/**
+ * CPU seconds per thread group of a process (main thread apart, other threads by name without digits).
+ * Node names every thread `node` (worker threads, V8's GC helpers, libuv's pool alike): BENCH_TIDS=1
+ * lists them one by one by thread id, to tell a busy worker thread from the rest.
+ */
 export function threadCpu(pid: number, prefix = ''): Map<string, number> {
   const main = `/proc/${pid}/task/${pid}/stat`
+  const byTid = process.env.BENCH_TIDS === '1'
   let paths: string[] = []
   try {
     paths = readdirSync(`/proc/${pid}/task`).map((tid) => `/proc/${pid}/task/${tid}/stat`)
   } catch {}
-  return cpuByName(paths, (name, path) => prefix + (path === main ? 'main' : name.replace(/[0-9]+$/, '')))
+  return cpuByName(paths, (name, path) => prefix + (path === main ? 'main' : byTid ? `${name}#${path.split('/')[4]}` : name.replace(/[0-9]+$/, '')))
 }
 
 /**
@@ -49,6 +54,27 @@ export function storeCpu(): Map<string, number> {
     pids = readdirSync('/proc').filter((pid) => /^\d+$/.test(pid))
   } catch {}
   return cpuByName(pids.map((pid) => `/proc/${pid}/stat`), (name) => names[name])
+}
+
+/**
+ * A cheap reading of PostgreSQL's CPU seconds for timing single statements: the server's processes are
+ * listed once (a new backend after that is not counted; open the connections first).
+ */
+export function postgresCpuMeter(): () => number {
+  let paths: string[] = []
+  try {
+    paths = readdirSync('/proc')
+      .filter((pid) => /^\d+$/.test(pid))
+      .map((pid) => `/proc/${pid}/stat`)
+      .filter((path) => {
+        try {
+          return readStat(path).name === 'postgres'
+        } catch {
+          return false
+        }
+      })
+  } catch {}
+  return () => [...cpuByName(paths, () => 'pg').values()].reduce((a, b) => a + b, 0)
 }
 
 /** One reading of everything a bench names: its own threads, other processes of its own, the stores. */

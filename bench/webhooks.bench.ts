@@ -19,7 +19,7 @@ import { loadConfig } from '../src/config.ts'
 import { fanOut } from '../src/webhooks/dispatcher.ts'
 import { recordOutcomes } from '../src/webhooks/queries.ts'
 import { createEndpoint, deliveryBody } from '../src/webhooks/service.ts'
-import { cpuLine, readCpu } from './cpu.ts'
+import { cpuLine, postgresCpuMeter, readCpu } from './cpu.ts'
 import { freshDatabase, type FreshDatabase } from './fresh-database.ts'
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 20_000)
@@ -53,30 +53,39 @@ async function startReceiver() {
  * delivery costs at least this floor plus the bare exchange, which bounds the engine / bare ratio on
  * this machine.
  */
-async function storeFloor(url: string, tenantId: string, brandIds: string[], engineRate: number, bareRate: number) {
-  const sql = postgres(url, { max: 2, onnotice: () => {} })
+async function storeFloor(url: string, tenantId: string, keyId: string, brandIds: string[], engineRate: number, bareRate: number) {
+  const sql = postgres(url, { max: 1, onnotice: () => {} })
   const BATCH = 500
   const batches = Math.max(1, Math.round(EVENTS / BATCH))
   const token = `floor-${randomUUID()}`
-  const loop = { reserve: () => ({ token, at: Date.now(), take: () => true }), adopt: () => {} }
+  let adopted: { id: string }[] = []
+  const loop = { reserve: () => ({ token, at: Date.now(), take: () => true, room: Number.POSITIVE_INFINITY }), adopt: (rows: { id: string }[]) => (adopted = rows) }
   let delivered = 0
   try {
+    await sql`select 1` // the connection (and its backend) before the meter lists PostgreSQL's processes
+    const pgCpu = postgresCpuMeter()
+    const steps = new Map<string, number>()
+    const step = async (name: string, fn: () => Promise<unknown>) => {
+      const a = pgCpu()
+      await fn()
+      steps.set(name, (steps.get(name) ?? 0) + pgCpu() - a)
+    }
     const cpu0 = readCpu()
     const t0 = performance.now()
     for (let b = 0; b < batches; b++) {
-      await sql`
+      await step('outbox insert', () => sql`
         insert into outbox (tenant_id, brand_id, event, data)
         select ${tenantId}, b, 'player.created', jsonb_build_object('player_id', gen_random_uuid(), 'external_id', 'f' || n, 't', ${Date.now()}::float8)
-        from unnest(${Array.from({ length: BATCH }, (_, i) => brandIds[i % brandIds.length]!)}::uuid[], ${Array.from({ length: BATCH }, (_, i) => b * BATCH + i)}::int[]) as x(b, n)`
-      await fanOut({ sql } as never, BATCH, { loop, keyId: '', leaseMs: 60_000 } as never)
-      const ids = await sql<{ id: string }[]>`select id from webhook_deliveries where lease_owner = ${token}`
+        from unnest(${Array.from({ length: BATCH }, (_, i) => brandIds[i % brandIds.length]!)}::uuid[], ${Array.from({ length: BATCH }, (_, i) => b * BATCH + i)}::int[]) as x(b, n)`)
+      await step('fan-out', () => fanOut({ sql } as never, BATCH, { loop, keyId, leaseMs: 60_000 } as never))
       const at = new Date().toISOString()
-      await recordOutcomes(sql, ids.map((r) => ({ id: r.id, owner: token, status: 'successful' as const, attempt: { n: 1, at, response_code: 200, duration_ms: 1, error: null, response_body: 'ok' } })))
-      delivered += ids.length
+      await step('outcomes', () => recordOutcomes(sql, adopted.map((r) => ({ id: r.id, owner: token, status: 'successful' as const, attempt: { n: 1, at, response_code: 200, duration_ms: 1, error: null, response_body: 'ok' } }))))
+      delivered += adopted.length
     }
     const sec = (performance.now() - t0) / 1000
     const cpu = cpuLine(cpu0, readCpu(), delivered)
-    out(`| the store's floor: the queue's statements alone, no HTTP (${delivered} deliveries, batches of ${BATCH}, one at a time) | ${Math.round(delivered / sec)} deliveries/s; CPU µs per delivery: ${cpu} |`)
+    const perStep = [...steps].map(([k, v]) => `${k} ${((v / Math.max(1, delivered)) * 1e6).toFixed(1)}`).join(', ')
+    out(`| the store's floor: the engine's statements alone, no HTTP (${delivered} deliveries, batches of ${BATCH}, one at a time) | ${Math.round(delivered / sec)} deliveries/s; CPU µs per delivery: ${cpu}; PostgreSQL by statement: ${perStep} |`)
     out(`| engine rate / floor rate; bare rate / floor rate | ${(engineRate / (delivered / sec)).toFixed(2)}; ${(bareRate / (delivered / sec)).toFixed(2)} |`)
   } finally {
     await sql.end()
@@ -195,9 +204,10 @@ async function main() {
     if (bareCpu) out(`| CPU µs per request, bare client | ${bareCpu} |`)
     out(`| commit→receipt at ${RATE} events/s (${s2.count} delivered) | p50 ${s2.p50} ms, p99 ${s2.p99} ms, max ${s2.max} ms |`)
     out(`| same, ${SLOW} of ${ENDPOINTS} endpoints timing out: the other ${ENDPOINTS - SLOW} (${s3.count}/${expected90}) | p50 ${s3.p50} ms, p99 ${s3.p99} ms (${(s3.p99 / Math.max(1, s2.p99)).toFixed(2)}× the run without) |`)
+    const keyId = app.ctx.secretBox.keyId
     await app.close()
     closed = true
-    if (db) await storeFloor(db.url, tenant!.id, brandIds, engineRate, bareRate)
+    if (db) await storeFloor(db.url, tenant!.id, keyId, brandIds, engineRate, bareRate)
     out(`load average after: ${loadavg().map((l) => l.toFixed(1)).join(' ')}`)
   } finally {
     if (!closed) await app.close()

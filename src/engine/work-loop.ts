@@ -204,6 +204,8 @@ export interface Reservation {
   token: string
   at: number
   take(key: string): boolean
+  /** Rows it may still take (the loop's free room when reserved, less what was taken). */
+  readonly room: number
 }
 
 export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
@@ -287,6 +289,9 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
           room--
           taken.set(key, (taken.get(key) ?? 0) + 1)
           return true
+        },
+        get room() {
+          return room
         },
       }
     },

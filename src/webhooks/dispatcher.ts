@@ -29,6 +29,8 @@ const PER_ENDPOINT_CONCURRENCY = 8
 const GLOBAL_CONCURRENCY = 256
 /** Outbox rows fanned out per transaction. */
 const FANOUT_BATCH = 500
+/** Outbox rows a fan-out takes even when this process has no room to run their deliveries (see fanOut). */
+export const FANOUT_MIN = 50
 /** Endpoints (URL, secrets, active) are re-read at most this long after a change made elsewhere. */
 const ENDPOINT_CACHE_MS = 1000
 /** Positive DNS answers are reused this long (each attempt still checks and pins the address). */
@@ -171,13 +173,20 @@ export function startWebhookService(ctx: AppContext): BackgroundService {
   }
 
   const outcomes = outcomeBatcher(ctx)
+  let waitingForRoom = false
   const dispatch = startWorkLoop<q.DeliveryRow>({
     name: 'webhook-dispatch',
     sql,
     log,
     queue: QUEUE,
     keyOf: (row) => row.endpoint_id,
-    handle: attempt,
+    handle: (row, lease) =>
+      attempt(row, lease).finally(() => {
+        if (waitingForRoom) {
+          waitingForRoom = false
+          fanout.wake()
+        }
+      }),
     leaseMs,
     perKeyConcurrency: PER_ENDPOINT_CONCURRENCY,
     globalConcurrency: GLOBAL_CONCURRENCY,
@@ -199,7 +208,9 @@ export function startWebhookService(ctx: AppContext): BackgroundService {
     async step() {
       const n = await fanOut(ctx, FANOUT_BATCH, { loop: dispatch, keyId: ctx.secretBox.keyId, leaseMs })
       if (n.claimable > 0) dispatch.wake()
-      return n.rows === FANOUT_BATCH
+      // Held back by the dispatcher's room: the next attempt that ends wakes the fan-out again.
+      waitingForRoom = n.rows === n.limit && n.limit < FANOUT_BATCH
+      return n.rows === n.limit && !waitingForRoom
     },
   })
 
@@ -257,9 +268,22 @@ export interface FanOutLease {
   leaseMs: number
 }
 
-/** One batch of the fan-out; returns the number of outbox rows it dispatched and whether some deliveries await a claim. */
-export async function fanOut(ctx: Pick<AppContext, 'sql'>, limit: number, lease?: FanOutLease): Promise<{ rows: number; claimable: number }> {
+/**
+ * One batch of the fan-out; returns the number of outbox rows it dispatched, how many it could take
+ * (`limit`), and whether some deliveries await a claim.
+ *
+ * With a lease, the batch takes no more outbox rows than the dispatcher has room to run (but at least
+ * FANOUT_MIN): in a burst the rest wait in the outbox, where they cost nothing, instead of being inserted
+ * as deliveries for a later claim (a row update and a round trip each, ~30 % of a burst's PostgreSQL
+ * time). FANOUT_MIN keeps rows no endpoint of this process runs (other events, other keys) moving.
+ */
+export async function fanOut(
+  ctx: Pick<AppContext, 'sql'>,
+  batch: number,
+  lease?: FanOutLease,
+): Promise<{ rows: number; limit: number; claimable: number }> {
   const reservation = lease?.loop.reserve()
+  const limit = reservation ? Math.min(batch, Math.max(FANOUT_MIN, reservation.room)) : batch
   const result = await ctx.sql.begin(async (tx) => {
     const rows = await q.lockOutboxBatch(tx, limit)
     if (!rows.length) return { rows: 0, claimable: 0, leased: [] as q.DeliveryRow[] }
@@ -326,7 +350,7 @@ export async function fanOut(ctx: Pick<AppContext, 'sql'>, limit: number, lease?
     return { rows: rows.length, claimable, leased }
   })
   if (result.leased.length) lease!.loop.adopt(result.leased, reservation!)
-  return { rows: result.rows, claimable: result.claimable }
+  return { rows: result.rows, limit, claimable: result.claimable }
 }
 
 /** Endpoints with their secrets opened, cached briefly per process. */

@@ -3,6 +3,7 @@
 import { verify as verifyGithubStyle } from '@octokit/webhooks-methods'
 import { Webhook } from 'standardwebhooks'
 import t from 'tap'
+import { fanOut, FANOUT_MIN } from '../../src/webhooks/dispatcher.ts'
 import * as q from '../../src/webhooks/queries.ts'
 import { startHarness, type TestTenant } from '../helpers/harness.ts'
 import { sleep, startReceiver, waitFor } from './helpers.ts'
@@ -118,6 +119,38 @@ t.test('outbound webhooks', async (t) => {
       t.equal(d.attempt_count, 2)
       t.match(d.attempts[1], { n: 2, response_code: 204, error: null }, 'the batched attempt is an object, not a JSON string')
     }
+  })
+
+  t.test('the fan-out takes no more outbox rows than the dispatcher has room for (at least FANOUT_MIN)', async (t) => {
+    const tenant = await h.createTenant()
+    await endpoint(tenant, { url: rx.url(path()), events: ['player.created'] })
+    const keyId = h.app.ctx.secretBox.keyId
+    const Rollback = class extends Error {}
+    // All in one transaction the test rolls back: the app's own fan-out never sees these rows.
+    await h.app.ctx.sql
+      .begin(async (tx) => {
+        await tx`
+          insert into outbox (tenant_id, brand_id, event, data)
+          select ${tenant.id}, null, 'player.created', jsonb_build_object('n', i) from generate_series(1, 120) i`
+        const onTx = { sql: { begin: (fn: (s: typeof tx) => unknown) => fn(tx) } } as never
+        let adopted = 0
+        const loop = (room: number) => ({
+          reserve: () => ({ token: `test-${room}`, at: Date.now(), take: () => room-- > 0, get room() { return room } }),
+          adopt: (rows: unknown[]) => void (adopted += rows.length),
+        })
+        const first = await fanOut(onTx, 500, { loop: loop(60), keyId, leaseMs: 60_000 })
+        t.same(first, { rows: 60, limit: 60, claimable: 0 }, 'as many rows as there is room, every delivery leased')
+        t.equal(adopted, 60)
+        const second = await fanOut(onTx, 500, { loop: loop(0), keyId, leaseMs: 60_000 })
+        t.same(second, { rows: FANOUT_MIN, limit: FANOUT_MIN, claimable: FANOUT_MIN }, 'no room: FANOUT_MIN rows, their deliveries left for a claim')
+        t.equal(adopted, 60)
+        const [left] = await tx<{ n: number }[]>`select count(*)::int as n from outbox where tenant_id = ${tenant.id} and dispatched_at is null`
+        t.equal(left!.n, 120 - 60 - FANOUT_MIN, 'the rest wait in the outbox')
+        throw new Rollback()
+      })
+      .catch((err: unknown) => {
+        if (!(err instanceof Rollback)) throw err
+      })
   })
 
   t.test('rotation: the old secret keeps signing (second signature) during the overlap', async (t) => {
