@@ -16,6 +16,12 @@ export interface BatcherOptions<In, Out> {
   /** Runs at once (default 1): more lets the next batch's database work overlap this one's. */
   concurrency?: number
   /**
+   * Wait this long after the first item (or after the previous run) before a run that is not full, so
+   * items that arrive one by one (e.g. channel calls finishing one at a time) share a run (default 0:
+   * the next turn of the event loop).
+   */
+  lingerMs?: number
+  /**
    * When a batch of several items fails, run each item alone, so one bad item fails only its own
    * caller (the batch's transaction rolled back whole, so re-running the others is safe). Default true.
    */
@@ -40,6 +46,7 @@ export function createBatcher<In, Out>(opts: BatcherOptions<In, Out>): Batcher<I
   const maxSize = Math.max(1, opts.maxSize ?? 500)
   const concurrency = Math.max(1, opts.concurrency ?? 1)
   const isolate = opts.isolateFailures ?? true
+  const lingerMs = Math.max(0, opts.lingerMs ?? 0)
   let queue: Entry<In, Out>[] = []
   let running = 0
   let scheduled = false
@@ -68,28 +75,34 @@ export function createBatcher<In, Out>(opts: BatcherOptions<In, Out>): Batcher<I
       const p: Promise<void> = runBatch(batch).finally(() => {
         running--
         runs.delete(p)
-        pump()
+        if (lingerMs > 0 && queue.length < maxSize) schedule()
+        else pump()
       })
       runs.add(p)
     }
   }
 
   function schedule() {
-    if (scheduled) return
+    if (scheduled || !queue.length) return
     scheduled = true
-    setImmediate(() => {
+    const go = () => {
       scheduled = false
       pump()
-    })
+    }
+    if (lingerMs > 0) setTimeout(go, lingerMs)
+    else setImmediate(go)
   }
 
   return {
     add(item) {
       return new Promise<Out>((resolve, reject) => {
         queue.push({ item, resolve, reject })
-        // A free slot waits one turn so that concurrent callers share the run; a busy batcher picks
-        // the queue up when a run ends.
-        if (running < concurrency) schedule()
+        // A free slot waits one turn (or lingerMs) so that concurrent callers share the run; a busy
+        // batcher picks the queue up when a run ends. A full batch need not wait.
+        if (running < concurrency) {
+          if (lingerMs > 0 && queue.length >= maxSize) pump()
+          else schedule()
+        }
       })
     },
     async flush() {

@@ -52,6 +52,12 @@ const QUEUE: QueueTable = {
 const PER_KEY: Record<Channel, number> = { email: 64, telegram: 8, push: 16, in_app: 512 }
 /** Messages per check or outcome transaction. */
 const BATCH_SIZE = 256
+/**
+ * Email, Telegram and push calls end one by one: their outcomes wait this long to share a batch (email
+ * bench: outcome batches of ~7 became ~20, PostgreSQL 380-395 -> 244-262 µs per email). Not the checks
+ * before a send: a wait there idles the channel's connections (10 ms cut the email rate by 7 %).
+ */
+const LINGER_MS = 10
 const LEASE_MS = 60_000
 const CHANNEL_TIMEOUT_MS = 10_000
 
@@ -360,10 +366,11 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
   // In-app messages come in big claims and need nothing but these batches, so four run at once (their
   // transactions wait on PostgreSQL more than they use the CPU). The other channels' messages finish
   // their calls one by one: with one batch at a time, those that finish while it runs go together in the
-  // next (with four, an email's outcome went in a transaction of ~3: one transaction per message).
+  // next (with four, an email's outcome went in a transaction of ~3: one transaction per message), and
+  // their outcomes linger LINGER_MS for more.
   const inAppPreparing = createBatcher<Claimed, Prepared | null>({ run: prepareMany, maxSize: BATCH_SIZE, concurrency: 4 })
   const preparing = createBatcher<Claimed, Prepared | null>({ run: prepareMany, maxSize: BATCH_SIZE, concurrency: 1 })
-  const recording = createBatcher<Claimed & { prepared: Prepared; outcome: Outcome }, void>({ run: recordMany, maxSize: BATCH_SIZE, concurrency: 1 })
+  const recording = createBatcher<Claimed & { prepared: Prepared; outcome: Outcome }, void>({ run: recordMany, maxSize: BATCH_SIZE, concurrency: 1, lingerMs: LINGER_MS })
 
   async function handle(row: QueueRow, lease: Lease) {
     const prepared = await (row.channel === 'in_app' ? inAppPreparing : preparing).add({ row, lease })

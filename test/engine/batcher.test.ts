@@ -19,6 +19,27 @@ t.test('callers of one turn share a run; later callers wait for the next; each g
   t.same(runs, [[1, 2, 3], [4, 5]])
 })
 
+t.test('lingerMs: items added one by one within the linger share a run; a full batch runs at once', async (t) => {
+  const runs: number[][] = []
+  const b = createBatcher<number, number>({
+    maxSize: 3,
+    lingerMs: 40,
+    async run(items) {
+      runs.push(items)
+      return items
+    },
+  })
+  const started = performance.now()
+  const lingering = [b.add(1), sleep(5).then(() => b.add(2))]
+  await Promise.all(lingering)
+  t.same(runs, [[1, 2]], 'two items 5 ms apart: one run')
+  t.ok(performance.now() - started >= 35, 'the run waited for the linger')
+  const full = performance.now()
+  await Promise.all([b.add(3), b.add(4), b.add(5)])
+  t.same(runs[1], [3, 4, 5])
+  t.ok(performance.now() - full < 30, 'a full batch does not linger')
+})
+
 t.test('maxSize splits a burst; concurrency runs batches side by side', async (t) => {
   const runs: number[][] = []
   let running = 0
