@@ -111,6 +111,47 @@ t.test('work loop', async (t) => {
     await loop.stop()
     t.equal(await notDone(), 0)
   })
+  t.test('a wake put off after a claim that found only saturated keys still runs, soon', async (t) => {
+    await sql`insert into ${sql(name)} (k, n) select 'busy', i from generate_series(1, 20) i`
+    let release!: () => void
+    const gate = new Promise<void>((r) => (release = r))
+    const handled: string[] = []
+    const loop = startWorkLoop<Job>({
+      name: 'starved',
+      sql,
+      log,
+      queue,
+      leaseMs: 30_000,
+      idleIntervalMs: 60_000, // only a wake can bring the next claim within the test
+      maxPerKey: 2,
+      keyOf: (row) => row.k,
+      async handle(row, lease) {
+        handled.push(row.k)
+        if (row.k === 'busy') await gate
+        await sql`update ${sql(name)} set done = true where id = ${row.id} and owner = ${lease.owner}`
+      },
+    })
+    t.teardown(() => {
+      release()
+      return loop.stop()
+    })
+    for (let i = 0; i < 200 && !handled.length; i++) await sleep(10)
+    await sleep(30)
+    t.ok(loop.pool.size >= 2, 'the busy key holds at least its maximum, stuck')
+    // A claim now leaves 'busy' out and finds nothing; the wake right after it is put off, not lost.
+    loop.wake()
+    await sleep(20)
+    await sql`insert into ${sql(name)} (k, n) values ('late', 1)`
+    loop.wake()
+    const woke = performance.now()
+    for (let i = 0; i < 300 && !handled.includes('late'); i++) await sleep(5)
+    t.ok(handled.includes('late'), 'the late key ran')
+    t.ok(performance.now() - woke < 1000, 'within the put-off wake, not the idle interval')
+    release()
+    await untilAllDone()
+    await loop.stop()
+    await sql`delete from ${sql(name)}`
+  })
   t.test('rows inserted already leased under a reservation are run without a claim, within the same bounds', async (t) => {
     let release!: () => void
     const gate = new Promise<void>((r) => (release = r))
