@@ -1,9 +1,9 @@
 // `npm run bench -- delivery`: message delivery from enqueue to accepted, through the real engine.
 //  - in-app: BENCH_INAPP messages (default 20,000) enqueued for players with an open inbox WebSocket; a
 //    delivery counts when its WebSocket message arrives. Rate and enqueue-to-WebSocket p50/p99. Twice:
-//    enqueued one at a time (enqueueNotificationBatched, 64 in flight: what POST /notifications/send does), and
+//    enqueued one at a time (enqueueNotificationBatched, BENCH_ENQUEUE_CONCURRENCY, default 64, in flight: what POST /notifications/send does), and
 //    in chunks of 1,000 (enqueueNotifications: what a campaign does), which leaves the dispatcher's rate.
-//  - email: BENCH_EMAILS messages (default 2,000) to a local SMTP server (smtp-server, in a child process);
+//  - email: BENCH_EMAILS messages (default 10,000: at 2,000 the pools' start is a third of the run) to a local SMTP server (smtp-server, in a child process);
 //    a delivery counts when the server has the whole message. Then, in the same run, a bare nodemailer
 //    pool (the same connections) sends the same rendered messages to the same server: rate and ratio.
 // With DATABASE_URL: a fresh database on that server (created and dropped); else embedded PGlite.
@@ -20,7 +20,7 @@ import { cpuLine, readCpu } from './cpu.ts'
 import { freshDatabase, type FreshDatabase } from './fresh-database.ts'
 
 const IN_APP = Number(process.env.BENCH_INAPP ?? 20_000)
-const EMAILS = Number(process.env.BENCH_EMAILS ?? 2_000)
+const EMAILS = Number(process.env.BENCH_EMAILS ?? 10_000)
 const SOCKETS = Number(process.env.BENCH_SOCKETS ?? 500)
 const ENQUEUE_CONCURRENCY = Number(process.env.BENCH_ENQUEUE_CONCURRENCY ?? 64)
 const out = (s: string) => process.stdout.write(`${s}\n`)
@@ -123,7 +123,7 @@ for (const mode of ['single', 'chunks'] as const) {
   await within(allIn, 600_000)
   const total = performance.now() - t0
   const lat = [...received].map(([id, at]) => at - (started.get(id) ?? at))
-  const how = mode === 'single' ? 'one at a time, 64 in flight' : 'in chunks of 1,000'
+  const how = mode === 'single' ? `one at a time, ${ENQUEUE_CONCURRENCY} in flight` : 'in chunks of 1,000'
   out(`in-app (enqueued ${how}): ${received.size}/${IN_APP} delivered to ${SOCKETS} sockets in ${(total / 1000).toFixed(1)} s = ${Math.round(received.size / (total / 1000))} msg/s (enqueue alone ${Math.round(IN_APP / (enqueuedIn / 1000))}/s); enqueue-to-WebSocket p50 ${pct(lat, 50).toFixed(0)} ms, p99 ${pct(lat, 99).toFixed(0)} ms`)
   const cpu = cpuLine(cpu0, readCpu(), received.size)
   if (cpu) out(`  CPU µs per message (bench = the app's threads and the WebSocket clients): ${cpu}`)
