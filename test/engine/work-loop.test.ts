@@ -81,19 +81,18 @@ t.test('work loop', async (t) => {
     await sql`delete from ${sql(name)}`
   })
 
-  t.test('keys held to their per-key maximum are left out of claims', async (t) => {
-    await sql`insert into ${sql(name)} (k, n) select 'busy', i from generate_series(1, 20) i`
-    await sql`insert into ${sql(name)} (k, n) values ('quiet', 1)`
+  /** A loop whose rows of key 'busy' are stuck until release(), holding at most 2 rows of a key. */
+  const busyKeyLoop = (loopName: string, idleIntervalMs: number) => {
     let release!: () => void
     const gate = new Promise<void>((r) => (release = r))
     const handled: string[] = []
     const loop = startWorkLoop<Job>({
-      name: 'gate',
+      name: loopName,
       sql,
       log,
       queue,
       leaseMs: 30_000,
-      idleIntervalMs: 20,
+      idleIntervalMs,
       maxPerKey: 2,
       keyOf: (row) => row.k,
       async handle(row, lease) {
@@ -102,6 +101,13 @@ t.test('work loop', async (t) => {
         await sql`update ${sql(name)} set done = true where id = ${row.id} and owner = ${lease.owner}`
       },
     })
+    return { loop, handled, release }
+  }
+
+  t.test('keys held to their per-key maximum are left out of claims', async (t) => {
+    await sql`insert into ${sql(name)} (k, n) select 'busy', i from generate_series(1, 20) i`
+    await sql`insert into ${sql(name)} (k, n) values ('quiet', 1)`
+    const { loop, handled, release } = busyKeyLoop('gate', 20)
     for (let i = 0; i < 200 && !handled.includes('quiet'); i++) await sleep(10)
     t.ok(handled.includes('quiet'), 'the quiet key ran while the busy one was stuck')
     const held = (await sql<{ held: number }[]>`select count(*)::int as held from ${sql(name)} where k = 'busy' and owner is not null`)[0]!.held
@@ -113,24 +119,8 @@ t.test('work loop', async (t) => {
   })
   t.test('a wake put off after a claim that found only saturated keys still runs, soon', async (t) => {
     await sql`insert into ${sql(name)} (k, n) select 'busy', i from generate_series(1, 20) i`
-    let release!: () => void
-    const gate = new Promise<void>((r) => (release = r))
-    const handled: string[] = []
-    const loop = startWorkLoop<Job>({
-      name: 'starved',
-      sql,
-      log,
-      queue,
-      leaseMs: 30_000,
-      idleIntervalMs: 60_000, // only a wake can bring the next claim within the test
-      maxPerKey: 2,
-      keyOf: (row) => row.k,
-      async handle(row, lease) {
-        handled.push(row.k)
-        if (row.k === 'busy') await gate
-        await sql`update ${sql(name)} set done = true where id = ${row.id} and owner = ${lease.owner}`
-      },
-    })
+    // Idle polls a minute apart: only a wake can bring the next claim within the test.
+    const { loop, handled, release } = busyKeyLoop('starved', 60_000)
     t.teardown(() => {
       release()
       return loop.stop()
