@@ -43,17 +43,22 @@ export function threadCpu(pid: number, prefix = ''): Map<string, number> {
   return cpuByName(paths, (name, path) => prefix + (path === main ? 'main' : byTid ? `${name}#${path.split('/')[4]}` : name.replace(/[0-9]+$/, '')))
 }
 
+/** Every process's /proc stat file (none where there is no /proc). */
+function processStatPaths(): string[] {
+  try {
+    return readdirSync('/proc').filter((pid) => /^\d+$/.test(pid)).map((pid) => `/proc/${pid}/stat`)
+  } catch {
+    return []
+  }
+}
+
 /**
  * CPU seconds of this machine's PostgreSQL and Redis servers (every process by that name). Empty when
  * they run elsewhere. A backend that exits takes its seconds with it: read while the pool is open.
  */
 export function storeCpu(): Map<string, number> {
   const names: Record<string, string> = { postgres: 'PostgreSQL', 'redis-server': 'Redis' }
-  let pids: string[] = []
-  try {
-    pids = readdirSync('/proc').filter((pid) => /^\d+$/.test(pid))
-  } catch {}
-  return cpuByName(pids.map((pid) => `/proc/${pid}/stat`), (name) => names[name])
+  return cpuByName(processStatPaths(), (name) => names[name])
 }
 
 /**
@@ -61,20 +66,8 @@ export function storeCpu(): Map<string, number> {
  * listed once (a new backend after that is not counted; open the connections first).
  */
 export function postgresCpuMeter(): () => number {
-  let paths: string[] = []
-  try {
-    paths = readdirSync('/proc')
-      .filter((pid) => /^\d+$/.test(pid))
-      .map((pid) => `/proc/${pid}/stat`)
-      .filter((path) => {
-        try {
-          return readStat(path).name === 'postgres'
-        } catch {
-          return false
-        }
-      })
-  } catch {}
-  return () => [...cpuByName(paths, () => 'pg').values()].reduce((a, b) => a + b, 0)
+  const paths = [...cpuByName(processStatPaths(), (name, path) => (name === 'postgres' ? path : undefined)).keys()]
+  return () => cpuByName(paths, () => 'pg').get('pg') ?? 0
 }
 
 /** One reading of everything a bench names: its own threads, other processes of its own, the stores. */
@@ -93,14 +86,15 @@ function perItem(before: CpuReading, after: CpuReading, items: number): [string,
   return parts.filter(([, us]) => us >= 0.5).sort((a, b) => b[1] - a[1])
 }
 
+const format = (parts: [string, number][]) => parts.map(([k, us]) => `${k} ${us.toFixed(1)}`).join(', ')
+
 /** "a 41.0, b 3.1" in µs per item between two readings (parts under 0.5 µs left out). */
 export function cpuParts(before: CpuReading, after: CpuReading, items: number): string {
-  return perItem(before, after, items).map(([k, us]) => `${k} ${us.toFixed(1)}`).join(', ')
+  return format(perItem(before, after, items))
 }
 
 /** The parts and their total: "a 41.0, b 3.1; total 44.1" ('' when nothing could be read). */
 export function cpuLine(before: CpuReading, after: CpuReading, items: number): string {
   const parts = perItem(before, after, items)
-  if (!parts.length) return ''
-  return `${cpuParts(before, after, items)}; total ${parts.reduce((s, [, us]) => s + us, 0).toFixed(1)}`
+  return parts.length ? `${format(parts)}; total ${parts.reduce((s, [, us]) => s + us, 0).toFixed(1)}` : ''
 }

@@ -333,7 +333,7 @@ async function scenario(mode: 'servers' | 'embedded') {
       const member = ((await redis.hget(`rsp:lbp:{${lbTournament}}`, someone)) as string).split('|').slice(1).join('|')
       const board = redisLeaderboards(redis)
       for (let round = 0; round < 2; round++) {
-        // Twice, alternating, so neither side has the warmer connection or the quieter second.
+        // Alternating, twice: the first round warms both sides up, the second is reported.
         bareTop = await time(500, () => redis.zrevrange(z, 0, 9, 'WITHSCORES'))
         boardTop = await time(500, () => board.top(lbTournament, 0, 10))
         bareRank = await time(500, () => Promise.all([redis.zrevrank(z, member), redis.zscore(z, member)]))

@@ -77,7 +77,7 @@ async function storeFloor(url: string, tenantId: string, keyId: string, brandIds
         insert into outbox (tenant_id, brand_id, event, data)
         select ${tenantId}, b, 'player.created', jsonb_build_object('player_id', gen_random_uuid(), 'external_id', 'f' || n, 't', ${Date.now()}::float8)
         from unnest(${Array.from({ length: BATCH }, (_, i) => brandIds[i % brandIds.length]!)}::uuid[], ${Array.from({ length: BATCH }, (_, i) => b * BATCH + i)}::int[]) as x(b, n)`)
-      await step('fan-out', () => fanOut({ sql } as never, BATCH, { loop, keyId, leaseMs: 60_000 } as never))
+      await step('fan-out', () => fanOut({ sql }, BATCH, { loop, keyId, leaseMs: 60_000 }))
       const at = new Date().toISOString()
       await step('outcomes', () => recordOutcomes(sql, adopted.map((r) => ({ id: r.id, owner: token, status: 'successful' as const, attempt: { n: 1, at, response_code: 200, duration_ms: 1, error: null, response_body: 'ok' } }))))
       delivered += adopted.length

@@ -196,6 +196,11 @@ export interface WorkLoop<Row> {
   reserve(): Reservation
   /** Runs rows inserted under a reservation's token as if this loop had claimed them. */
   adopt(rows: Row[], reservation: Reservation): void
+  /**
+   * Calls `fn` once, when the next row this loop holds is done: for a producer that held back for want
+   * of room (a reservation's `room`). The same function registered twice is called once.
+   */
+  whenRoom(fn: () => void): void
   wake(): void
   stop(): Promise<void>
 }
@@ -230,6 +235,7 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
   // When the last claim left keys out and found nothing (see STARVED_WAKE_MS), and a wake put off since.
   let starvedAt = 0
   let deferredWake: NodeJS.Timeout | undefined
+  const roomWaiters = new Set<() => void>()
   let ticker: Ticker | undefined
   const metrics = opts.metrics
   metrics?.registerQueue(opts.name, () => queueDepth(opts.sql, opts.queue))
@@ -249,6 +255,11 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
         const n = (keysHeld.get(key) ?? 1) - 1
         if (n <= 0) keysHeld.delete(key)
         else keysHeld.set(key, n)
+        if (roomWaiters.size) {
+          const waiters = [...roomWaiters]
+          roomWaiters.clear()
+          for (const fn of waiters) fn()
+        }
         if (full || n === maxPerKey - 1) {
           full = false
           starvedAt = 0
@@ -316,6 +327,9 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
         pool.submit(key, row)
       }
     },
+    whenRoom(fn) {
+      roomWaiters.add(fn)
+    },
     wake() {
       const wait = starvedAt + STARVED_WAKE_MS - Date.now()
       if (wait <= 0) return started.wake()
@@ -326,6 +340,7 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
     },
     async stop() {
       clearTimeout(deferredWake)
+      roomWaiters.clear()
       await started.stop()
       // Rows still waiting in mailboxes are handed back (due at once, for the next process to claim);
       // if that fails they are retried after their lease anyway.

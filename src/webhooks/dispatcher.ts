@@ -173,20 +173,13 @@ export function startWebhookService(ctx: AppContext): BackgroundService {
   }
 
   const outcomes = outcomeBatcher(ctx)
-  let waitingForRoom = false
   const dispatch = startWorkLoop<q.DeliveryRow>({
     name: 'webhook-dispatch',
     sql,
     log,
     queue: QUEUE,
     keyOf: (row) => row.endpoint_id,
-    handle: (row, lease) =>
-      attempt(row, lease).finally(() => {
-        if (waitingForRoom) {
-          waitingForRoom = false
-          fanout.wake()
-        }
-      }),
+    handle: attempt,
     leaseMs,
     perKeyConcurrency: PER_ENDPOINT_CONCURRENCY,
     globalConcurrency: GLOBAL_CONCURRENCY,
@@ -208,11 +201,14 @@ export function startWebhookService(ctx: AppContext): BackgroundService {
     async step() {
       const n = await fanOut(ctx, FANOUT_BATCH, { loop: dispatch, keyId: ctx.secretBox.keyId, leaseMs })
       if (n.claimable > 0) dispatch.wake()
+      if (n.rows < n.limit) return false
+      if (n.limit === FANOUT_BATCH) return true
       // Held back by the dispatcher's room: the next attempt that ends wakes the fan-out again.
-      waitingForRoom = n.rows === n.limit && n.limit < FANOUT_BATCH
-      return n.rows === n.limit && !waitingForRoom
+      dispatch.whenRoom(wakeFanout)
+      return false
     },
   })
+  const wakeFanout = () => fanout.wake()
 
   const upkeep = startTicker({
     name: 'webhook-upkeep',

@@ -142,6 +142,27 @@ t.test('work loop', async (t) => {
     await loop.stop()
     await sql`delete from ${sql(name)}`
   })
+  t.test('whenRoom calls a waiting producer once, when a held row is done', async (t) => {
+    await sql`insert into ${sql(name)} (k, n) values ('busy', 1)`
+    const { loop, handled, release } = busyKeyLoop('room', 20)
+    t.teardown(() => {
+      release()
+      return loop.stop()
+    })
+    for (let i = 0; i < 200 && !handled.length; i++) await sleep(10)
+    let called = 0
+    const waiter = () => void called++
+    loop.whenRoom(waiter)
+    loop.whenRoom(waiter)
+    await sleep(30)
+    t.equal(called, 0, 'not while the row is held')
+    release()
+    await untilAllDone()
+    await sleep(20)
+    t.equal(called, 1, 'once, registered twice')
+    await loop.stop()
+    await sql`delete from ${sql(name)}`
+  })
   t.test('rows inserted already leased under a reservation are run without a claim, within the same bounds', async (t) => {
     let release!: () => void
     const gate = new Promise<void>((r) => (release = r))
