@@ -37,6 +37,10 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
 const CONCURRENCY = Number(process.env.BENCH_BATCH_CONCURRENCY ?? 16)
 const LB_PARTICIPANTS = Number(process.env.BENCH_LB_PARTICIPANTS ?? 100_000)
 const out = (s: string) => process.stdout.write(`${s}\n`)
+/** Waits until the event stream has no row left for any consumer (servers only: embedded has no connection for it). */
+async function drainStream(pg: postgres.Sql) {
+  while (Number((await pg`select count(*)::int as n from event_stream`)[0]?.n) > 0) await new Promise((r) => setTimeout(r, 50))
+}
 
 async function startServer(env: Record<string, string | undefined>) {
   const port = await freePort()
@@ -186,7 +190,7 @@ async function scenario(mode: 'servers' | 'embedded') {
     const backlogAtStop = pg ? Number((await pg`select count(*)::int as n from event_stream`)[0]?.n) : Number.NaN
     // Drain time of the backlog: watched through the probe tenant's profile below in embedded mode.
     const t0 = performance.now()
-    if (pg) while (Number((await pg`select count(*)::int as n from event_stream`)[0]?.n) > 0) await new Promise((r) => setTimeout(r, 50))
+    if (pg) await drainStream(pg)
     const drainMs = pg ? performance.now() - t0 : Number.NaN
     out(`with 20 missions + 5 tournaments per brand: ${f(withRules.eps)} events/s, p99 ${ms(withRules.p99)} ms, errors ${withRules.errors}; stream backlog at stop ${Number.isNaN(backlogAtStop) ? 'n/a (embedded)' : `${f(backlogAtStop)} rows, drained in ${f(drainMs)} ms`}`)
     if (pg) cpuReport('with 20 missions + 5 tournaments, until the stream is drained', withRules)
@@ -231,7 +235,7 @@ async function scenario(mode: 'servers' | 'embedded') {
       for (const m of r.missions) await api(port, keys[t] as string, 'PATCH', `/gamification/missions/${m}`, { status: 'cancelled' })
       for (const tr of r.tournaments) await api(port, keys[t] as string, 'PATCH', `/tournaments/${tr}`, { status: 'cancelled' })
     }
-    if (pg) while (Number((await pg`select count(*)::int as n from event_stream`)[0]?.n) > 0) await new Promise((r) => setTimeout(r, 50))
+    if (pg) await drainStream(pg)
     else await new Promise((r) => setTimeout(r, 5000))
     const without2 = await load()
     out(`without rules again: ${f(without2.eps)} events/s, p99 ${ms(without2.p99)} ms, errors ${without2.errors}`)
@@ -244,7 +248,7 @@ async function scenario(mode: 'servers' | 'embedded') {
       const campaignRules = await Promise.all(keys.map((k) => createCampaignRules(port, k)))
       const withCampaigns = await load()
       if (pg) {
-        while (Number((await pg`select count(*)::int as n from event_stream`)[0]?.n) > 0) await new Promise((r) => setTimeout(r, 50))
+        await drainStream(pg)
         cpuReport('with 20 triggered campaigns + 20 missions, until the stream is drained (not the deliveries)', withCampaigns)
       }
       // The issue's measure: a probe event's 200 → its message on the player's inbox WebSocket. One probe
