@@ -8,8 +8,10 @@
 // same engine) and each route's ratio to it, and the export rate (rows/s through the API) of each dataset.
 //
 // BENCH_EVENTS, BENCH_PLAYERS (200000), BENCH_RUNS (7), BENCH_EXPORT_ROWS (200000) tune the run; BENCH_ONLY
-// (comma-separated substrings of route names) times only the matching routes.
-import { mkdtempSync, rmSync } from 'node:fs'
+// (comma-separated substrings of route names) times only the matching routes. BENCH_DATA_DIR keeps the
+// stores in that directory after the run and reuses a dataset already loaded there (loading 10M events
+// takes minutes; a reused one skips straight to the timings).
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { availableParallelism, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { once } from 'node:events'
@@ -42,7 +44,10 @@ const EXPORT_CLIENT = `
 `
 
 for (const k of ['DATABASE_URL', 'CLICKHOUSE_URL', 'REDIS_URL']) delete process.env[k]
-const dir = mkdtempSync(join(tmpdir(), 'respin-bench-analytics-'))
+const keptDir = process.env.BENCH_DATA_DIR
+const reuse = keptDir !== undefined && existsSync(join(keptDir, 'bench-loaded'))
+if (keptDir) mkdirSync(keptDir, { recursive: true })
+const dir = keptDir ?? mkdtempSync(join(tmpdir(), 'respin-bench-analytics-'))
 const adminKey = 'bench-admin-key-0123456789'
 const app = await startApp(loadConfig({ DATA_DIR: dir, PORT: '0', HOST: '127.0.0.1', ADMIN_KEY: adminKey, LOG_LEVEL: 'warn', RATE_LIMIT_INGEST_PER_MIN: '0' }))
 const origin = `http://127.0.0.1:${app.port}/api/v1`
@@ -56,72 +61,80 @@ async function api(path: string, key: string, body?: unknown) {
   return JSON.parse(text)
 }
 try {
-  const tenant = (await api('/admin/tenants', adminKey, { name: 'bench', slug: 'bench' })).data
-  const brand = (await api(`/admin/tenants/${tenant.id}/brands`, adminKey, { name: 'main', slug: 'main' })).data
+  const tenant = reuse
+    ? ((await sql<{ id: string }[]>`select id from tenants where slug = 'bench'`)[0] as { id: string })
+    : (await api('/admin/tenants', adminKey, { name: 'bench', slug: 'bench' })).data
+  const brand = reuse
+    ? ((await sql<{ id: string }[]>`select id from brands where tenant_id = ${tenant.id} and slug = 'main'`)[0] as { id: string })
+    : (await api(`/admin/tenants/${tenant.id}/brands`, adminKey, { name: 'main', slug: 'main' })).data
   const key = (await api(`/admin/tenants/${tenant.id}/keys`, adminKey, { name: 'bench' })).data.key as string
+  if (!reuse) await load()
+  if (keptDir) writeFileSync(join(keptDir, 'bench-loaded'), `${EVENTS} events, ${PLAYERS} players\n`)
 
   // ---- load: players (PostgreSQL), then events (ClickHouse) in time order.
-  const t0 = performance.now()
-  const to = Date.UTC(2026, 10, 1)
-  const from = to - 730 * 86_400_000
-  for (let i = 0; i < PLAYERS; i += 20_000) {
-    const n = Math.min(20_000, PLAYERS - i)
-    const ids = Array.from({ length: n }, (_, k) => `p${i + k}`)
-    const created = ids.map((_, k) => new Date(from + Math.floor(((i + k) / PLAYERS) * (to - from))).toISOString())
-    await sql`
-      with ins as (
-        insert into players (tenant_id, brand_id, external_id, created_at)
-        select ${tenant.id}, ${brand.id}, x, c from unnest(${ids}::text[], ${created}::timestamptz[]) as u(x, c)
-        returning id, tenant_id, brand_id, external_id)
-      insert into player_profiles (player_id, tenant_id, brand_id, currency, event_count, deposit_count)
-      select id, tenant_id, brand_id, (array['EUR','USD','GBP'])[1 + (substr(external_id, 2)::int % 3)], 50, 1 from ins`
-  }
-  await sql`analyze players, player_profiles` // what autovacuum does on a server after such a load
-  const tPlayers = performance.now()
-  out(`loaded ${PLAYERS.toLocaleString()} players in ${((tPlayers - t0) / 1000).toFixed(1)} s`)
+  async function load() {
+    const t0 = performance.now()
+    const to = Date.UTC(2026, 10, 1)
+    const from = to - 730 * 86_400_000
+    for (let i = 0; i < PLAYERS; i += 20_000) {
+      const n = Math.min(20_000, PLAYERS - i)
+      const ids = Array.from({ length: n }, (_, k) => `p${i + k}`)
+      const created = ids.map((_, k) => new Date(from + Math.floor(((i + k) / PLAYERS) * (to - from))).toISOString())
+      await sql`
+        with ins as (
+          insert into players (tenant_id, brand_id, external_id, created_at)
+          select ${tenant.id}, ${brand.id}, x, c from unnest(${ids}::text[], ${created}::timestamptz[]) as u(x, c)
+          returning id, tenant_id, brand_id, external_id)
+        insert into player_profiles (player_id, tenant_id, brand_id, currency, event_count, deposit_count)
+        select id, tenant_id, brand_id, (array['EUR','USD','GBP'])[1 + (substr(external_id, 2)::int % 3)], 50, 1 from ins`
+    }
+    await sql`analyze players, player_profiles` // what autovacuum does on a server after such a load
+    const tPlayers = performance.now()
+    out(`loaded ${PLAYERS.toLocaleString()} players in ${((tPlayers - t0) / 1000).toFixed(1)} s`)
 
-  // Event n happens at from + n/N of the span (insertion order = time order), its player and type hashed
-  // from n; every player's registration is a separate first block. Money types get amounts in cents.
-  const span = to - from
-  const TYPES = "['bet','bet','bet','bet','bet','bet','bet','bet','bet','win','win','win','win','win','win','login','login','game_start','deposit','deposit','deposit_failed','withdrawal','bet_rollback','win_rollback','bonus_granted','bonus_completed']"
-  const chunk = 1_000_000
-  const insertEvents = async (offset: number, n: number, registrations: boolean) => {
-    const player = registrations ? 'number' : `cityHash64(number, 1) % ${PLAYERS}`
-    const type = registrations ? "'registration'" : `${TYPES}[1 + cityHash64(number, 2) % 26]`
-    const time = registrations ? `${from} + intDiv(number * ${span}, ${PLAYERS})` : `${from} + intDiv(number * ${span}, ${EVENTS})`
-    await ch.command(`
-      INSERT INTO events (tenant_id, brand_id, event_id, player_id, event_type, source_type, event_time, received_at, seq, session_id,
-        amount, currency, method, game, provider, category, round_id, country, language, device, os, browser, platform, status, bonus_id, channel, granted, raw)
-      SELECT toUUID('${tenant.id}'), toUUID('${brand.id}'), concat('e', toString(number)), concat('p', toString(pl)), ty, ty,
-        fromUnixTimestamp64Milli(toInt64(${time}), 'UTC') AS at, at, ${registrations ? 1 : PLAYERS + 1} + number, concat('s', toString(pl)),
-        if(ty IN ('bet','win','bet_rollback','win_rollback','deposit','deposit_failed','withdrawal','bonus_granted','bonus_completed'),
-           toDecimal128((1 + cityHash64(number, 3) % 20000) / 100, 8), toDecimal128(0, 8)),
-        if(ty IN ('bet','win','bet_rollback','win_rollback','deposit','deposit_failed','withdrawal','bonus_granted','bonus_completed'), ['EUR','USD','GBP'][1 + pl % 3], ''),
-        if(ty IN ('deposit','withdrawal','deposit_failed'), 'card', ''),
-        if(ty IN ('bet','win','bet_rollback','win_rollback','game_start'), concat('game', toString(cityHash64(number, 4) % 200)), ''),
-        if(ty IN ('bet','win','bet_rollback','win_rollback','game_start'), concat('prov', toString(cityHash64(number, 4) % 200 % 20)), ''),
-        if(ty IN ('bet','win','bet_rollback','win_rollback','game_start'), ['slots','live','table','crash','bingo'][1 + cityHash64(number, 4) % 200 % 5], ''),
-        '',
-        if(ty IN ('registration','login'), ['IT','DE','GB','ES','FR','US','BR','SE'][1 + pl % 8], ''), '',
-        if(ty IN ('registration','login'), ['mobile','desktop','tablet'][1 + pl % 3], ''),
-        if(ty IN ('registration','login'), ['ios','android','windows','macos'][1 + pl % 4], ''),
-        if(ty IN ('registration','login'), ['chrome','safari','firefox'][1 + pl % 3], ''),
-        if(ty IN ('registration','login'), ['web','app'][1 + pl % 2], ''),
-        '', if(ty IN ('bonus_granted','bonus_completed'), concat('bonus', toString(cityHash64(number, 5) % 30)), ''), '', NULL,
-        concat('{"player_id":"p', toString(pl), '","event_type":"', ty, '","event_id":"e', toString(number), '","payload":{"amount":', toString((1 + cityHash64(number, 3) % 20000) / 100), ',"currency":"EUR"}}')
-      FROM (SELECT number, ${player} AS pl, ${type} AS ty FROM numbers(${offset}, ${n}))
-      SETTINGS max_partitions_per_insert_block = 0, max_insert_threads = 2`)
+    // Event n happens at from + n/N of the span (insertion order = time order), its player and type hashed
+    // from n; every player's registration is a separate first block. Money types get amounts in cents.
+    const span = to - from
+    const TYPES = "['bet','bet','bet','bet','bet','bet','bet','bet','bet','win','win','win','win','win','win','login','login','game_start','deposit','deposit','deposit_failed','withdrawal','bet_rollback','win_rollback','bonus_granted','bonus_completed']"
+    const chunk = 1_000_000
+    const insertEvents = async (offset: number, n: number, registrations: boolean) => {
+      const player = registrations ? 'number' : `cityHash64(number, 1) % ${PLAYERS}`
+      const type = registrations ? "'registration'" : `${TYPES}[1 + cityHash64(number, 2) % 26]`
+      const time = registrations ? `${from} + intDiv(number * ${span}, ${PLAYERS})` : `${from} + intDiv(number * ${span}, ${EVENTS})`
+      await ch.command(`
+        INSERT INTO events (tenant_id, brand_id, event_id, player_id, event_type, source_type, event_time, received_at, seq, session_id,
+          amount, currency, method, game, provider, category, round_id, country, language, device, os, browser, platform, status, bonus_id, channel, granted, raw)
+        SELECT toUUID('${tenant.id}'), toUUID('${brand.id}'), concat('e', toString(number)), concat('p', toString(pl)), ty, ty,
+          fromUnixTimestamp64Milli(toInt64(${time}), 'UTC') AS at, at, ${registrations ? 1 : PLAYERS + 1} + number, concat('s', toString(pl)),
+          if(ty IN ('bet','win','bet_rollback','win_rollback','deposit','deposit_failed','withdrawal','bonus_granted','bonus_completed'),
+             toDecimal128((1 + cityHash64(number, 3) % 20000) / 100, 8), toDecimal128(0, 8)),
+          if(ty IN ('bet','win','bet_rollback','win_rollback','deposit','deposit_failed','withdrawal','bonus_granted','bonus_completed'), ['EUR','USD','GBP'][1 + pl % 3], ''),
+          if(ty IN ('deposit','withdrawal','deposit_failed'), 'card', ''),
+          if(ty IN ('bet','win','bet_rollback','win_rollback','game_start'), concat('game', toString(cityHash64(number, 4) % 200)), ''),
+          if(ty IN ('bet','win','bet_rollback','win_rollback','game_start'), concat('prov', toString(cityHash64(number, 4) % 200 % 20)), ''),
+          if(ty IN ('bet','win','bet_rollback','win_rollback','game_start'), ['slots','live','table','crash','bingo'][1 + cityHash64(number, 4) % 200 % 5], ''),
+          '',
+          if(ty IN ('registration','login'), ['IT','DE','GB','ES','FR','US','BR','SE'][1 + pl % 8], ''), '',
+          if(ty IN ('registration','login'), ['mobile','desktop','tablet'][1 + pl % 3], ''),
+          if(ty IN ('registration','login'), ['ios','android','windows','macos'][1 + pl % 4], ''),
+          if(ty IN ('registration','login'), ['chrome','safari','firefox'][1 + pl % 3], ''),
+          if(ty IN ('registration','login'), ['web','app'][1 + pl % 2], ''),
+          '', if(ty IN ('bonus_granted','bonus_completed'), concat('bonus', toString(cityHash64(number, 5) % 30)), ''), '', NULL,
+          concat('{"player_id":"p', toString(pl), '","event_type":"', ty, '","event_id":"e', toString(number), '","payload":{"amount":', toString((1 + cityHash64(number, 3) % 20000) / 100), ',"currency":"EUR"}}')
+        FROM (SELECT number, ${player} AS pl, ${type} AS ty FROM numbers(${offset}, ${n}))
+        SETTINGS max_partitions_per_insert_block = 0, max_insert_threads = 2`)
+    }
+    await insertEvents(0, PLAYERS, true)
+    for (let i = 0; i < EVENTS - PLAYERS; i += chunk) {
+      await insertEvents(i, Math.min(chunk, EVENTS - PLAYERS - i), false)
+      if ((i / chunk) % 2 === 1) out(`  ${(i + chunk + PLAYERS).toLocaleString()} events loaded (${((performance.now() - tPlayers) / 1000).toFixed(0)} s)`)
+    }
+    await sql`insert into export_seq (sink, next) values (${ch.sinkId}, ${EVENTS + 2}) on conflict (sink) do update set next = excluded.next`
+    const [count] = await ch.query<{ n: string }>('SELECT toString(count()) AS n FROM events')
+    out(`loaded ${Number(count?.n).toLocaleString()} events in ${((performance.now() - tPlayers) / 1000).toFixed(1)} s`)
+    await ch.command('OPTIMIZE TABLE rollup_players FINAL').catch(() => {})
+    out(`ready after ${((performance.now() - t0) / 1000).toFixed(1)} s`)
   }
-  await insertEvents(0, PLAYERS, true)
-  for (let i = 0; i < EVENTS - PLAYERS; i += chunk) {
-    await insertEvents(i, Math.min(chunk, EVENTS - PLAYERS - i), false)
-    if ((i / chunk) % 2 === 1) out(`  ${(i + chunk + PLAYERS).toLocaleString()} events loaded (${((performance.now() - tPlayers) / 1000).toFixed(0)} s)`)
-  }
-  await sql`insert into export_seq (sink, next) values (${ch.sinkId}, ${EVENTS + 2}) on conflict (sink) do update set next = excluded.next`
-  const [count] = await ch.query<{ n: string }>('SELECT toString(count()) AS n FROM events')
-  out(`loaded ${Number(count?.n).toLocaleString()} events in ${((performance.now() - tPlayers) / 1000).toFixed(1)} s`)
-  await ch.command('OPTIMIZE TABLE rollup_players FINAL').catch(() => {})
-  out(`ready after ${((performance.now() - t0) / 1000).toFixed(1)} s`)
 
   // ---- latency per route, and the ceiling.
   const stats = (ms: number[]) => {
@@ -183,5 +196,5 @@ try {
   }
 } finally {
   await app.close()
-  rmSync(dir, { recursive: true, force: true })
+  if (!keptDir) rmSync(dir, { recursive: true, force: true })
 }
