@@ -7,7 +7,7 @@ import { retentionDropped } from '../events/retention.ts'
 import { lifecycleStageSql } from '../segments/fields.ts'
 import { LIFECYCLE_STAGES } from '../players/scoring.ts'
 import { ggrOf, MoneyMap, moneyOf, type Money } from './money.ts'
-import { at, bucketRows, chQuery, distinctPlayers, GAME_TYPES_SQL, GGR_PART, NO_TIME, PLAYER_TIMES, playerBucketRows, playerDimension, playerMoneyRows, SCOPE, type Scope } from './queries.ts'
+import { at, bucketRows, chQuery, distinctPlayers, GAME_TYPES_SQL, GGR_PART, NO_TIME, PLAYER_TIMES, playerBucketRows, playerDimension, playerMoneyRows, playersPerKey, SCOPE, type Scope } from './queries.ts'
 import { datesBetween, localDate } from './time.ts'
 
 type Deps = Pick<AppContext, 'sql' | 'ch' | 'clock'>
@@ -161,7 +161,8 @@ export async function revenue(deps: Deps, scope: Scope, input: { dimension: Reve
   // Two reads side by side: the money by (key, currency), and the distinct players by key alone. One
   // query with GROUPING SETS would also count distinct players per (key, currency), which nobody reads
   // and which cost more than the rest together (448 → ~200 ms at 3M events). All-time money comes from
-  // the monthly game rollup (clickhouse/0013); `from` an instant, from the events after it.
+  // the monthly game rollup (clickhouse/0013), all-time players per provider or category from
+  // rollup_player_keys (0015); `from` an instant, both from the events after it.
   if (from !== undefined) params.from = from
   const where = `WHERE ${SCOPE} AND event_type IN (${GAME_TYPES_SQL}) ${from !== undefined ? `AND event_time >= ${at('from')}` : ''}`
   const moneyFrom = from === undefined ? `rollup_game_months WHERE ${SCOPE}` : `events ${where}`
@@ -171,8 +172,9 @@ export async function revenue(deps: Deps, scope: Scope, input: { dimension: Reve
         sumIf(amount, event_type = 'bet') AS bets, sumIf(amount, event_type = 'win') AS wins,
         sumIf(amount, event_type = 'bet_rollback') AS bet_rollbacks, sumIf(amount, event_type = 'win_rollback') AS win_rollbacks
       FROM ${moneyFrom} GROUP BY key, currency`, scope, params),
-    chQuery<{ key: string; players: string }>(deps.ch, `
-      SELECT ${dimension} AS key, ${distinctPlayers()} AS players FROM events ${where} GROUP BY key`, scope, params),
+    chQuery<{ key: string; players: string }>(deps.ch, from === undefined && (dimension === 'provider' || dimension === 'category')
+      ? playersPerKey(dimension)
+      : `SELECT ${dimension} AS key, ${distinctPlayers()} AS players FROM events ${where} GROUP BY key`, scope, params),
   ])
   const byGame = new Map<string, { players: number; bets: MoneyMap; wins: MoneyMap; bet_rollbacks: MoneyMap; win_rollbacks: MoneyMap }>()
   const entry = (key: string) => {
@@ -357,8 +359,14 @@ export async function runReport(deps: Deps, scope: Scope, input: { metric: Repor
   let source: string
   let statuses: { external_id: string; status: string }[] = []
   const money = metric === 'deposits' || metric === 'wagered'
+  if (dimension === 'event_type' && metric === 'players' && from === undefined) {
+    // All time: a row per (type, player) in rollup_player_keys (clickhouse/0015) instead of every event.
+    const rows = await chQuery<{ key: string; players: string }>(deps.ch, playersPerKey('event_type'), scope)
+    return shape(rows.map((r) => ({ key: r.key, value: r.players })), false)
+  }
   if (dimension === 'game' || (dimension === 'event_type' && metric === 'players')) {
-    // Straight from events: the game is on the game events, and players per type need the player ids.
+    // Straight from events: the game is on the game events, and players per type since `from` need the
+    // player ids.
     if (from !== undefined) params.from = from
     const value =
       metric === 'players' ? distinctPlayers()

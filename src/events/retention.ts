@@ -53,6 +53,9 @@ export async function expireMonth(ctx: AppContext, month: string): Promise<void>
   // The partition id is six digits (checked above): safe to write into the statements.
   for (const table of ['rollup_player_buckets', 'rollup_buckets', 'rollup_game_months', 'events']) await ctx.ch.command(`ALTER TABLE ${table} DROP PARTITION ID '${month}'`)
   await ctx.ch.command(`ALTER TABLE rollup_player_months DELETE WHERE toYYYYMM(month) = ${month} SETTINGS mutations_sync = 2`)
+  // All time in one row per (key, player) with its latest event (clickhouse/0015): the rows whose latest
+  // event is in this month or before (months dropped in order, oldest first) had all their events dropped.
+  await ctx.ch.command(`ALTER TABLE rollup_player_keys DELETE WHERE toYYYYMM(last_event) <= ${month} SETTINGS mutations_sync = 2`)
   await ctx.sql`update event_retention_drops set done_at = now() where sink = ${ctx.ch.sinkId} and month = ${month} and generation = ${generation}`
 }
 

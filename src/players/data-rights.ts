@@ -209,8 +209,8 @@ async function claimJob(sql: Sql, sink: string): Promise<JobRow | undefined> {
   return row
 }
 
-/** The rollups keyed by player (clickhouse/0010): each `<name>_mv` fills `<name>` from events. */
-const PLAYER_ROLLUPS = ['rollup_player_buckets', 'rollup_player_totals', 'rollup_player_months', 'rollup_players']
+/** The rollups keyed by player (clickhouse/0010, 0015): each `<name>_mv` fills `<name>` from events. */
+const PLAYER_ROLLUPS = ['rollup_player_buckets', 'rollup_player_totals', 'rollup_player_months', 'rollup_players', 'rollup_player_keys']
 
 /** A player's rows in the per-player rollups, gone (`player`: the placeholder of the original id or the token). */
 async function deletePlayerRollups(ctx: AppContext, params: Record<string, unknown>, player: string): Promise<void> {

@@ -263,10 +263,13 @@ t.test('a job interrupted after its copy is finished exactly once', async (t) =>
   const copies = await chEvents(tenant.id, token)
   t.equal(copies.length, 3, 'each event once, not the crashed copy plus a new one')
   t.ok(copies.every((c) => c.raw.includes(token) && !c.raw.includes(p.ext)), 'the whole copy was made again, scrubbed')
-  t.same(await rollupsVsEvents(tenant.id), { totals: await totalsFromEvents(tenant.id), buckets: await bucketsFromEvents(tenant.id), games: await gamesFromEvents(tenant.id) }, 'rollups as events say, the crashed copy not counted')
+  t.same(await rollupsVsEvents(tenant.id), { totals: await totalsFromEvents(tenant.id), buckets: await bucketsFromEvents(tenant.id), keys: await keysFromEvents(tenant.id), games: await gamesFromEvents(tenant.id) }, 'rollups as events say, the crashed copy not counted')
 })
 
-/** Per player and currency from rollup_player_totals, per bucket from rollup_buckets, per game and month from rollup_game_months. */
+/**
+ * Per player and currency from rollup_player_totals, per bucket from rollup_buckets, per (dimension, key,
+ * player) from rollup_player_keys, per game and month from rollup_game_months.
+ */
 async function rollupsVsEvents(tenantId: string) {
   const totals = await ch().query(
     'SELECT player_id, currency, toString(sum(events)) AS n, toString(sum(deposits)) AS deposit_sum, toString(sum(bets)) AS bet_sum FROM rollup_player_totals ' +
@@ -274,13 +277,22 @@ async function rollupsVsEvents(tenantId: string) {
   const buckets = await ch().query(
     'SELECT toString(bucket) AS at, event_type, currency, toString(sum(events)) AS n, toString(sum(amount)) AS amount_sum FROM rollup_buckets ' +
       'WHERE tenant_id = {t:UUID} GROUP BY bucket, event_type, currency HAVING sum(events) > 0 ORDER BY at, event_type, currency', { t: tenantId })
-  return { totals, buckets, games: await ch().query(
+  const keys = await ch().query(
+    'SELECT dimension, key, player_id, toString(max(last_event)) AS last FROM rollup_player_keys ' +
+      'WHERE tenant_id = {t:UUID} GROUP BY dimension, key, player_id ORDER BY dimension, key, player_id', { t: tenantId })
+  return { totals, buckets, keys, games: await ch().query(
     'SELECT toString(month) AS m, game, event_type, currency, toString(sum(events)) AS n, toString(sum(amount)) AS amount_sum FROM rollup_game_months ' +
       'WHERE tenant_id = {t:UUID} GROUP BY month, game, event_type, currency HAVING sum(events) > 0 ORDER BY m, game, event_type, currency', { t: tenantId }) }
 }
 const gamesFromEvents = (tenantId: string) => ch().query(
   'SELECT toString(toStartOfMonth(event_time)) AS m, game, event_type, currency, toString(count()) AS n, toString(sum(amount)) AS amount_sum ' +
     "FROM events WHERE tenant_id = {t:UUID} AND event_type IN ('bet', 'win', 'bet_rollback', 'win_rollback') GROUP BY m, game, event_type, currency ORDER BY m, game, event_type, currency", { t: tenantId })
+/** Each type's players, and each provider's and category's players of game events, with their latest such event. */
+const keysFromEvents = (tenantId: string) => ch().query('SELECT * FROM (' +
+  ['event_type', 'provider', 'category'].map((d) =>
+    `SELECT '${d}' AS dimension, toString(${d}) AS key, player_id, toString(max(event_time)) AS last FROM events WHERE tenant_id = {t:UUID} ` +
+      `${d === 'event_type' ? '' : "AND event_type IN ('bet', 'win', 'bet_rollback', 'win_rollback', 'game_start')"} GROUP BY key, player_id`).join(' UNION ALL ') +
+    ') ORDER BY dimension, key, player_id', { t: tenantId })
 const totalsFromEvents = (tenantId: string) => ch().query<Record<string, string>>(
   "SELECT player_id, currency, toString(count()) AS n, toString(sumIf(amount, event_type = 'deposit')) AS deposit_sum, toString(sumIf(amount, event_type = 'bet')) AS bet_sum " +
     'FROM events WHERE tenant_id = {t:UUID} GROUP BY player_id, currency ORDER BY player_id, currency', { t: tenantId })
@@ -309,7 +321,7 @@ t.test('an erasure keeps the rollup figures of events of the same id received af
   const of = (player: string) => totals.filter((r) => r.player_id === player).map(({ currency, n, deposit_sum, bet_sum }) => ({ currency, n, deposit_sum, bet_sum }))
   t.same(of(p.ext), [{ currency: 'EUR', n: '1', deposit_sum: '7', bet_sum: '0' }])
   t.same(of(token), [{ currency: '', n: '1', deposit_sum: '0', bet_sum: '0' }, { currency: 'EUR', n: '2', deposit_sum: '25.5', bet_sum: '10' }])
-  t.same(await rollupsVsEvents(tenant.id), { totals, buckets: await bucketsFromEvents(tenant.id), games: await gamesFromEvents(tenant.id) }, 'rollups as events say')
+  t.same(await rollupsVsEvents(tenant.id), { totals, buckets: await bucketsFromEvents(tenant.id), keys: await keysFromEvents(tenant.id), games: await gamesFromEvents(tenant.id) }, 'rollups as events say')
 })
 
 t.test('EVENT_RETENTION_DAYS drops whole months older than the retention', async (t) => {
@@ -349,6 +361,8 @@ t.test('after a retention drop every analytics figure is what the retained event
   t.match(await country(), [{ key: 'IT', deposits: { EUR: 1 } }, { key: 'NO', players: 1, deposits: { EUR: 5 } }, { key: 'SE', players: 1, deposits: { EUR: 17, USD: 3 } }])
   const games = async () => (await h.request('GET', '/analytics/revenue?dimension=game', { key: tenant.key })).body.data.map((r: any) => [r.key, r.players, r.bets])
   t.same(await games(), [['newslot', 1, { EUR: 2 }], ['oldslot', 1, { EUR: 4 }]])
+  const typeReport = async () => (await h.request('GET', '/reports/run?metric=players&dimension=event_type', { key: tenant.key })).body.data.map((r: any) => [r.key, r.value])
+  t.same(await typeReport(), [['bet', 1], ['deposit', 3], ['registration', 3]])
 
   // A drop that died after recording what the month added, before dropping anything.
   await recordExpiredTotals(h.app.ctx, '200207', await openDrop(h.app.ctx, '200207'))
@@ -357,6 +371,8 @@ t.test('after a retention drop every analytics figure is what the retained event
   t.same(await netTotals(), await retained(), 'subtracted once')
   t.same((await rollupsVsEvents(tenant.id)).buckets, await bucketsFromEvents(tenant.id), 'the buckets lost the month too')
   t.same((await rollupsVsEvents(tenant.id)).games, await gamesFromEvents(tenant.id), 'so did the game rollup')
+  t.same((await rollupsVsEvents(tenant.id)).keys, await keysFromEvents(tenant.id), 'and the players per key')
+  t.same(await typeReport(), [['bet', 1], ['deposit', 2], ['registration', 1]], 'players × event_type: the dropped month is gone')
   t.same(await games(), [['newslot', 1, { EUR: 2 }]], 'revenue by game: the dropped month is gone')
   const after = await country()
   t.same(after.map((r: any) => r.key), ['IT', 'SE'], 'a player whose events were all dropped is gone')
@@ -367,10 +383,12 @@ t.test('after a retention drop every analytics figure is what the retained event
   t.equal(months[0]?.n, '0', 'no activity left in the dropped month')
 
   // A late event of the dropped month comes back, is counted, and goes with the next drop, on its own.
-  t.equal((await post(h, tenant.key, { events: [old('keep', '20', 'deposit', money(100))] })).body.stored, 1)
+  t.equal((await post(h, tenant.key, { events: [old('keep', '20', 'deposit', money(100)), old('gone', '21', 'login')] })).body.stored, 2)
   t.same(await netTotals(), await retained(), 'the late event counted')
+  t.same(await typeReport(), [['bet', 1], ['deposit', 2], ['login', 1], ['registration', 1]], 'a late event\'s player counted')
   t.same(await dropExpiredPartitions(h.app.ctx, 365), ['200207'])
   t.same(await netTotals(), await retained())
+  t.same(await typeReport(), [['bet', 1], ['deposit', 2], ['registration', 1]], 'and gone with its month')
   const drops = await h.app.ctx.sql`select generation, done_at is not null as done from event_retention_drops where month = '200207' order by generation`
   t.same(drops.map((d) => [d.generation, d.done]), [[1, true], [2, true]])
 })
