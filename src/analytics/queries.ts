@@ -27,11 +27,11 @@ export const GGR_PART = `multiIf(event_type = 'bet', amount, event_type = 'win',
 export const distinctPlayers = (column = 'player_id') => `toString(uniqExact(reinterpretAsUInt128(sipHash128(${column}))))`
 
 /**
- * Distinct players per key of an event's type (every event) or a game event's provider or category, over
- * all time, from rollup_player_keys (clickhouse/0015): a row per (key, player), not per event. Rows
- * `{ key, players }`.
+ * Distinct players per key of an event's type or game (every event), or a game event's provider or
+ * category, over all time, from rollup_player_keys (clickhouse/0015): a row per (key, player), not per
+ * event. Rows `{ key, players }`.
  */
-export const playersPerKey = (dimension: 'event_type' | 'provider' | 'category') =>
+export const playersPerKey = (dimension: 'event_type' | 'game' | 'provider' | 'category') =>
   `SELECT key, ${distinctPlayers()} AS players FROM rollup_player_keys WHERE ${SCOPE} AND dimension = '${dimension}' GROUP BY key`
 
 export interface Scope {

@@ -359,14 +359,14 @@ export async function runReport(deps: Deps, scope: Scope, input: { metric: Repor
   let source: string
   let statuses: { external_id: string; status: string }[] = []
   const money = metric === 'deposits' || metric === 'wagered'
-  if (dimension === 'event_type' && metric === 'players' && from === undefined) {
-    // All time: a row per (type, player) in rollup_player_keys (clickhouse/0015) instead of every event.
-    const rows = await chQuery<{ key: string; players: string }>(deps.ch, playersPerKey('event_type'), scope)
+  if ((dimension === 'event_type' || dimension === 'game') && metric === 'players' && from === undefined) {
+    // All time: a row per (type or game, player) in rollup_player_keys (clickhouse/0015) instead of every event.
+    const rows = await chQuery<{ key: string; players: string }>(deps.ch, playersPerKey(dimension), scope)
     return shape(rows.map((r) => ({ key: r.key, value: r.players })), false)
   }
   if (dimension === 'game' || (dimension === 'event_type' && metric === 'players')) {
-    // Straight from events: the game is on the game events, and players per type since `from` need the
-    // player ids.
+    // Straight from events: the game is on the game events, and players per type or game since `from`
+    // need the player ids.
     if (from !== undefined) params.from = from
     const value =
       metric === 'players' ? distinctPlayers()

@@ -287,11 +287,11 @@ async function rollupsVsEvents(tenantId: string) {
 const gamesFromEvents = (tenantId: string) => ch().query(
   'SELECT toString(toStartOfMonth(event_time)) AS m, game, event_type, currency, toString(count()) AS n, toString(sum(amount)) AS amount_sum ' +
     "FROM events WHERE tenant_id = {t:UUID} AND event_type IN ('bet', 'win', 'bet_rollback', 'win_rollback') GROUP BY m, game, event_type, currency ORDER BY m, game, event_type, currency", { t: tenantId })
-/** Each type's players, and each provider's and category's players of game events, with their latest such event. */
+/** Each type's and game's players, and each provider's and category's players of game events, with their latest such event. */
 const keysFromEvents = (tenantId: string) => ch().query('SELECT * FROM (' +
-  ['event_type', 'provider', 'category'].map((d) =>
+  ['event_type', 'game', 'provider', 'category'].map((d) =>
     `SELECT '${d}' AS dimension, toString(${d}) AS key, player_id, toString(max(event_time)) AS last FROM events WHERE tenant_id = {t:UUID} ` +
-      `${d === 'event_type' ? '' : "AND event_type IN ('bet', 'win', 'bet_rollback', 'win_rollback', 'game_start')"} GROUP BY key, player_id`).join(' UNION ALL ') +
+      `${d === 'event_type' || d === 'game' ? '' : "AND event_type IN ('bet', 'win', 'bet_rollback', 'win_rollback', 'game_start')"} GROUP BY key, player_id`).join(' UNION ALL ') +
     ') ORDER BY dimension, key, player_id', { t: tenantId })
 const totalsFromEvents = (tenantId: string) => ch().query<Record<string, string>>(
   "SELECT player_id, currency, toString(count()) AS n, toString(sumIf(amount, event_type = 'deposit')) AS deposit_sum, toString(sumIf(amount, event_type = 'bet')) AS bet_sum " +
