@@ -225,7 +225,9 @@ t.test('outbound webhooks', async (t) => {
       return d?.attempt_count >= 1 && d
     })
     t.match(timedOut.attempts[0], { n: 1, response_code: null, error: `timeout after ${TIMEOUT_MS} ms` })
-    t.ok(timedOut.attempts[0].duration_ms >= TIMEOUT_MS - 50 && timedOut.attempts[0].duration_ms < TIMEOUT_MS + 1500)
+    // The error says the timeout ended it (the receiver answers only after 3× the timeout). No upper bound on
+    // the duration: it is timed on the main thread, which a loaded CI machine stalled 1.5 s past it once.
+    t.ok(timedOut.attempts[0].duration_ms >= TIMEOUT_MS - 50, `waited the timeout (${timedOut.attempts[0].duration_ms} ms)`)
 
     // Redeliver: a new delivery with the identical body, created_at included.
     const original = rx.at(flaky).at(-1)!
