@@ -27,12 +27,12 @@ export const GGR_PART = `multiIf(event_type = 'bet', amount, event_type = 'win',
 export const distinctPlayers = (column = 'player_id') => `toString(uniqExact(reinterpretAsUInt128(sipHash128(${column}))))`
 
 /**
- * Distinct players per key of an event's type or game (every event), or a game event's provider or
- * category, over all time, from rollup_player_keys (clickhouse/0015): a row per (key, player), not per
- * event. Rows `{ key, players }`.
+ * Distinct players per key over all time from rollup_player_keys (clickhouse/0015), a row per (key,
+ * player) instead of one per event: `event_type` of every event; `game`, `provider`, `category` of game
+ * events; `other_game`, the game of the other events. Rows `{ key, players }`.
  */
-export const playersPerKey = (dimension: 'event_type' | 'game' | 'provider' | 'category') =>
-  `SELECT key, ${distinctPlayers()} AS players FROM rollup_player_keys WHERE ${SCOPE} AND dimension = '${dimension}' GROUP BY key`
+export const playersPerKey = (dimensions: readonly ('event_type' | 'game' | 'other_game' | 'provider' | 'category')[]) =>
+  `SELECT key, ${distinctPlayers()} AS players FROM rollup_player_keys WHERE ${SCOPE} AND dimension IN (${list(dimensions)}) GROUP BY key`
 
 export interface Scope {
   tenantId: string

@@ -123,7 +123,8 @@ export async function timeseries(deps: Deps, scope: Scope, input: { from?: numbe
 
 export const REVENUE_DIMENSIONS = ['country', 'device', 'os', 'browser', 'platform', 'game', 'provider', 'category', 'heatmap', 'bonus_roi'] as const
 export type RevenueDimension = (typeof REVENUE_DIMENSIONS)[number]
-const PLAYER_DIMENSIONS = new Set(['country', 'device', 'os', 'browser', 'platform'])
+const PLAYER_DIMENSIONS: ReadonlySet<string> = new Set(['country', 'device', 'os', 'browser', 'platform'])
+const isPlayerDimension = (d: RevenueDimension): d is 'country' | 'device' | 'os' | 'browser' | 'platform' => PLAYER_DIMENSIONS.has(d)
 
 const byKeyOrder = <T extends { key: string | null }>(a: T, b: T) => (a.key === b.key ? 0 : a.key === null ? 1 : b.key === null ? -1 : a.key < b.key ? -1 : 1)
 
@@ -132,7 +133,7 @@ export async function revenue(deps: Deps, scope: Scope, input: { dimension: Reve
   if (dimension === 'heatmap') return heatmap(deps, scope, from, tz)
   if (dimension === 'bonus_roi') return bonusRoi(deps, scope, from)
   const params: Params = {}
-  if (PLAYER_DIMENSIONS.has(dimension)) {
+  if (isPlayerDimension(dimension)) {
     // The player's dimension (latest value seen in their events) keys all of their money. Grouped by
     // (key, currency) for the money and by key alone (grouping(currency) = 1) for the distinct players.
     const rows = await chQuery<{ key: string; currency: string; g: number; players: string } & Record<'deposits' | 'bets' | 'wins' | 'bet_rollbacks' | 'win_rollbacks' | 'bonus_cost', string>>(deps.ch, `
@@ -161,8 +162,8 @@ export async function revenue(deps: Deps, scope: Scope, input: { dimension: Reve
   // Two reads side by side: the money by (key, currency), and the distinct players by key alone. One
   // query with GROUPING SETS would also count distinct players per (key, currency), which nobody reads
   // and which cost more than the rest together (448 → ~200 ms at 3M events). All-time money comes from
-  // the monthly game rollup (clickhouse/0013), all-time players per provider or category from
-  // rollup_player_keys (0015); `from` an instant, both from the events after it.
+  // the monthly game rollup (clickhouse/0013), all-time players from rollup_player_keys (0015); `from` an
+  // instant, both from the events after it.
   if (from !== undefined) params.from = from
   const where = `WHERE ${SCOPE} AND event_type IN (${GAME_TYPES_SQL}) ${from !== undefined ? `AND event_time >= ${at('from')}` : ''}`
   const moneyFrom = from === undefined ? `rollup_game_months WHERE ${SCOPE}` : `events ${where}`
@@ -172,8 +173,8 @@ export async function revenue(deps: Deps, scope: Scope, input: { dimension: Reve
         sumIf(amount, event_type = 'bet') AS bets, sumIf(amount, event_type = 'win') AS wins,
         sumIf(amount, event_type = 'bet_rollback') AS bet_rollbacks, sumIf(amount, event_type = 'win_rollback') AS win_rollbacks
       FROM ${moneyFrom} GROUP BY key, currency`, scope, params),
-    chQuery<{ key: string; players: string }>(deps.ch, from === undefined && (dimension === 'provider' || dimension === 'category')
-      ? playersPerKey(dimension)
+    chQuery<{ key: string; players: string }>(deps.ch, from === undefined
+      ? playersPerKey([dimension])
       : `SELECT ${dimension} AS key, ${distinctPlayers()} AS players FROM events ${where} GROUP BY key`, scope, params),
   ])
   const byGame = new Map<string, { players: number; bets: MoneyMap; wins: MoneyMap; bet_rollbacks: MoneyMap; win_rollbacks: MoneyMap }>()
@@ -360,8 +361,9 @@ export async function runReport(deps: Deps, scope: Scope, input: { metric: Repor
   let statuses: { external_id: string; status: string }[] = []
   const money = metric === 'deposits' || metric === 'wagered'
   if ((dimension === 'event_type' || dimension === 'game') && metric === 'players' && from === undefined) {
-    // All time: a row per (type or game, player) in rollup_player_keys (clickhouse/0015) instead of every event.
-    const rows = await chQuery<{ key: string; players: string }>(deps.ch, playersPerKey(dimension), scope)
+    // All time: a row per (type or game, player) in rollup_player_keys (clickhouse/0015) instead of every
+    // event; by game, of game events and of the others (almost all under '').
+    const rows = await chQuery<{ key: string; players: string }>(deps.ch, playersPerKey(dimension === 'game' ? ['game', 'other_game'] : ['event_type']), scope)
     return shape(rows.map((r) => ({ key: r.key, value: r.players })), false)
   }
   if (dimension === 'game' || (dimension === 'event_type' && metric === 'players')) {

@@ -287,12 +287,14 @@ async function rollupsVsEvents(tenantId: string) {
 const gamesFromEvents = (tenantId: string) => ch().query(
   'SELECT toString(toStartOfMonth(event_time)) AS m, game, event_type, currency, toString(count()) AS n, toString(sum(amount)) AS amount_sum ' +
     "FROM events WHERE tenant_id = {t:UUID} AND event_type IN ('bet', 'win', 'bet_rollback', 'win_rollback') GROUP BY m, game, event_type, currency ORDER BY m, game, event_type, currency", { t: tenantId })
-/** Each type's and game's players, and each provider's and category's players of game events, with their latest such event. */
-const keysFromEvents = (tenantId: string) => ch().query('SELECT * FROM (' +
-  ['event_type', 'game', 'provider', 'category'].map((d) =>
-    `SELECT '${d}' AS dimension, toString(${d}) AS key, player_id, toString(max(event_time)) AS last FROM events WHERE tenant_id = {t:UUID} ` +
-      `${d === 'event_type' || d === 'game' ? '' : "AND event_type IN ('bet', 'win', 'bet_rollback', 'win_rollback', 'game_start')"} GROUP BY key, player_id`).join(' UNION ALL ') +
-    ') ORDER BY dimension, key, player_id', { t: tenantId })
+/** Each type's players; each game's, provider's and category's players of game events; each game's players of the other events. */
+const keysFromEvents = (tenantId: string) => {
+  const games = "event_type IN ('bet', 'win', 'bet_rollback', 'win_rollback', 'game_start')"
+  const of = (dimension: string, column: string, where: string) =>
+    `SELECT '${dimension}' AS dimension, toString(${column}) AS key, player_id, toString(max(event_time)) AS last FROM events WHERE tenant_id = {t:UUID} ${where} GROUP BY key, player_id`
+  const parts = [of('event_type', 'event_type', ''), of('other_game', 'game', `AND NOT ${games}`), ...['game', 'provider', 'category'].map((d) => of(d, d, `AND ${games}`))]
+  return ch().query(`SELECT * FROM (${parts.join(' UNION ALL ')}) ORDER BY dimension, key, player_id`, { t: tenantId })
+}
 const totalsFromEvents = (tenantId: string) => ch().query<Record<string, string>>(
   "SELECT player_id, currency, toString(count()) AS n, toString(sumIf(amount, event_type = 'deposit')) AS deposit_sum, toString(sumIf(amount, event_type = 'bet')) AS bet_sum " +
     'FROM events WHERE tenant_id = {t:UUID} GROUP BY player_id, currency ORDER BY player_id, currency', { t: tenantId })
