@@ -11,7 +11,7 @@
 // (comma-separated substrings of route names) times only the matching routes. BENCH_DATA_DIR keeps the
 // stores in that directory after the run and reuses a dataset already loaded there (loading 10M events
 // takes minutes; a reused one skips straight to the timings).
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { availableParallelism, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { once } from 'node:events'
@@ -45,7 +45,10 @@ const EXPORT_CLIENT = `
 
 for (const k of ['DATABASE_URL', 'CLICKHOUSE_URL', 'REDIS_URL']) delete process.env[k]
 const keptDir = process.env.BENCH_DATA_DIR
-const reuse = keptDir !== undefined && existsSync(join(keptDir, 'bench-loaded'))
+const marker = keptDir && join(keptDir, 'bench-loaded')
+const shape = `${EVENTS} events, ${PLAYERS} players\n`
+const reuse = marker !== undefined && marker !== '' && existsSync(marker)
+if (reuse && readFileSync(marker, 'utf8') !== shape) throw new Error(`BENCH_DATA_DIR holds ${readFileSync(marker, 'utf8').trim()}, not ${shape.trim()}`)
 if (keptDir) mkdirSync(keptDir, { recursive: true })
 const dir = keptDir ?? mkdtempSync(join(tmpdir(), 'respin-bench-analytics-'))
 const adminKey = 'bench-admin-key-0123456789'
@@ -69,7 +72,7 @@ try {
     : (await api(`/admin/tenants/${tenant.id}/brands`, adminKey, { name: 'main', slug: 'main' })).data
   const key = (await api(`/admin/tenants/${tenant.id}/keys`, adminKey, { name: 'bench' })).data.key as string
   if (!reuse) await load()
-  if (keptDir) writeFileSync(join(keptDir, 'bench-loaded'), `${EVENTS} events, ${PLAYERS} players\n`)
+  if (marker && !reuse) writeFileSync(marker, shape)
 
   // ---- load: players (PostgreSQL), then events (ClickHouse) in time order.
   async function load() {

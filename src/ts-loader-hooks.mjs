@@ -16,21 +16,19 @@ try {
   cacheUsable = false // a read-only install: strip every time
 }
 
+// The options are in the cache key with the versions: changing any of them strips every file again.
+const OPTIONS = { loader: 'ts', format: 'esm', target: `node${process.versions.node}`, sourcemap: 'inline' }
+const KEY_PREFIX = `${esbuildVersion}\0${JSON.stringify(OPTIONS)}\0`
+
 export async function load(url, context, nextLoad) {
   if (!url.startsWith('file:') || !url.endsWith('.ts')) return nextLoad(url, context)
   const path = fileURLToPath(url)
   const source = await readFile(path, 'utf8')
   // The path is in the key: the inline source map names it.
-  const key = createHash('sha256').update(`${esbuildVersion}\0${process.versions.node}\0${path}\0`).update(source).digest('hex')
+  const key = createHash('sha256').update(`${KEY_PREFIX}${path}\0`).update(source).digest('hex')
   const cached = cacheUsable ? readCached(key) : undefined
   if (cached !== undefined) return { format: 'module', source: cached, shortCircuit: true }
-  const { code } = await transform(source, {
-    loader: 'ts',
-    format: 'esm',
-    target: `node${process.versions.node}`,
-    sourcemap: 'inline',
-    sourcefile: path,
-  })
+  const { code } = await transform(source, { ...OPTIONS, sourcefile: path })
   if (cacheUsable) writeCached(key, code)
   return { format: 'module', source: code, shortCircuit: true }
 }

@@ -3,7 +3,7 @@
 // streams everything held; EVENT_RETENTION_DAYS drops whole old partitions.
 import { randomBytes, randomUUID } from 'node:crypto'
 import t from 'tap'
-import { playerMoneyRows } from '../../src/analytics/queries.ts'
+import { GAME_TYPES_SQL, playerMoneyRows } from '../../src/analytics/queries.ts'
 import { dropExpiredPartitions, expiredPartitions, openDrop, recordExpiredTotals, retentionDropped } from '../../src/events/retention.ts'
 import { startHarness, type Harness } from '../helpers/harness.ts'
 import { ev, post, uid } from '../events/helpers.ts'
@@ -289,7 +289,7 @@ const gamesFromEvents = (tenantId: string) => ch().query(
     "FROM events WHERE tenant_id = {t:UUID} AND event_type IN ('bet', 'win', 'bet_rollback', 'win_rollback') GROUP BY m, game, event_type, currency ORDER BY m, game, event_type, currency", { t: tenantId })
 /** Each type's players; each game's, provider's and category's players of game events; each game's players of the other events. */
 const keysFromEvents = (tenantId: string) => {
-  const games = "event_type IN ('bet', 'win', 'bet_rollback', 'win_rollback', 'game_start')"
+  const games = `event_type IN (${GAME_TYPES_SQL})`
   const of = (dimension: string, column: string, where: string) =>
     `SELECT '${dimension}' AS dimension, toString(${column}) AS key, player_id, toString(max(event_time)) AS last FROM events WHERE tenant_id = {t:UUID} ${where} GROUP BY key, player_id`
   const parts = [of('event_type', 'event_type', ''), of('other_game', 'game', `AND NOT ${games}`), ...['game', 'provider', 'category'].map((d) => of(d, d, `AND ${games}`))]
