@@ -32,7 +32,11 @@ export async function migratePostgres(sql: Sql): Promise<string[]> {
   return applied
 }
 
-export async function migrateClickHouse(ch: ClickHouse): Promise<string[]> {
+/**
+ * `before`: apply only the files whose names sort before it, i.e. the schema of an older release (the
+ * starting point of an upgrade, as the rollup backfill test builds one).
+ */
+export async function migrateClickHouse(ch: ClickHouse, opts: { before?: string } = {}): Promise<string[]> {
   await ch.command(
     `CREATE TABLE IF NOT EXISTS schema_migrations (name String, applied_at DateTime DEFAULT now())
      ENGINE = ReplacingMergeTree ORDER BY name`,
@@ -40,6 +44,7 @@ export async function migrateClickHouse(ch: ClickHouse): Promise<string[]> {
   const done = new Set((await ch.query<{ name: string }>('SELECT name FROM schema_migrations')).map((r) => r.name))
   const applied: string[] = []
   for (const file of migrationFiles('clickhouse')) {
+    if (opts.before !== undefined && file.name >= opts.before) break
     if (done.has(file.name)) continue
     // ClickHouse runs one statement per request; every DDL file is written to be re-runnable.
     for (const statement of splitStatements(file.text)) await ch.command(statement)
