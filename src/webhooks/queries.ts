@@ -128,7 +128,7 @@ export const selectDeliveries = (
   where endpoint_id = ${q.endpointId}
     ${q.status ? sql`and status = ${q.status}` : sql``}
     ${q.event ? sql`and event = ${q.event}` : sql``}
-    ${q.after ? sql`and (created_at, id) < (${q.after.t}::timestamptz, ${q.after.i}::uuid)` : sql``}
+    ${q.after ? sql`and (created_at, id) < (${q.after.t}::text::timestamptz, ${q.after.i}::uuid)` : sql``}
   order by created_at desc, id desc
   limit ${q.limit}`
 

@@ -265,6 +265,20 @@ t.test('outbound webhooks', async (t) => {
     t.same(seen, all.data.map((d: { id: string }) => d.id), 'newest first, same order through the cursor')
     const bad = await h.request('GET', `/webhooks/${e.id}/deliveries`, { key: tenant.key, query: { cursor: 'nope' } })
     t.equal(bad.status, 400)
+    // Rows created in one millisecond, 100 µs apart (completed: no dispatcher touches them): a page
+    // boundary inside that millisecond skips none (the cursor's time is exact text, not a driver Date).
+    await h.app.ctx.sql`
+      insert into webhook_deliveries (tenant_id, endpoint_id, event, body, status, completed_at, created_at)
+      select ${tenant.id}, ${e.id}, 'webhook.ping', '{}', 'successful', now(), date_trunc('milliseconds', now()) + i * interval '100 microseconds'
+      from generate_series(1, 4) as i`
+    const paged: string[] = []
+    cursor = undefined
+    do {
+      const page = await deliveries(tenant, e.id, { limit: 1, ...(cursor ? { cursor } : {}) })
+      paged.push(...page.data.map((d: { id: string }) => d.id))
+      cursor = page.next_cursor ?? undefined
+    } while (cursor)
+    t.equal(new Set(paged).size, 8, 'every delivery once through the cursor')
     t.equal((await h.request('GET', `/webhooks/${e.id}/deliveries`, { key: tenant.key, query: { limit: 101 } })).status, 400)
     t.equal((await h.request('GET', `/webhooks/${e.id}/deliveries`, { key: tenant.key, query: { status: 'nope' } })).status, 400)
   })
