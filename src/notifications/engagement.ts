@@ -2,7 +2,7 @@
 // what operators read back: GET /notifications, the inbox. First open / first click fire once each.
 import type { AppContext } from '../context.ts'
 import { notFound } from '../errors.ts'
-import { cursorCodec, decodeCursorOr400 } from '../lib/cursor.ts'
+import { cursorCodec, decodeCursorOr400, invalidCursor } from '../lib/cursor.ts'
 import type { Visibility } from '../lib/visibility.ts'
 import { visibleTo } from '../lib/visibility.ts'
 import { findPlayerRef } from '../players/service.ts'
@@ -58,7 +58,7 @@ export async function unsubscribeTokenValid(deps: Deps, token: string): Promise<
 
 /**
  * POST /t/u/{token} (RFC 8058 one-click): withdraws the player's email consent (later marketing email is
- * suppressed `unsubscribed`) and fires email.unsubscribed once per message.
+ * suppressed `unsubscribed`), on every click, and fires email.unsubscribed once per message.
  */
 export async function unsubscribe(deps: Deps, token: string): Promise<boolean> {
   const found = (await trackingTokens(deps)).verify('u', token)
@@ -71,13 +71,14 @@ export async function unsubscribe(deps: Deps, token: string): Promise<boolean> {
       returning n.id, n.tenant_id, n.brand_id, n.player_id, n.channel, n.campaign_id, old.unsubscribed_at is null as first,
         (select email from players p where p.id = n.player_id) as email`
     if (!n) return false
-    if (!n.first) return true
+    // Every click withdraws consent, not only a message's first: the player may have granted it again
+    // since (a consent_update), and this click says no again. Already withdrawn, it stays as it was.
     await tx`
       update player_profiles set consent = consent || jsonb_build_object('email',
         jsonb_build_object('granted', false, 'at', to_char(now() at time zone 'utc', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'source', 'unsubscribe')),
         updated_at = now()
-      where player_id = ${n.player_id}`
-    await messageEvent(tx, 'email.unsubscribed', { ...n, channel: 'email' }, { email: n.email })
+      where player_id = ${n.player_id} and (consent->'email'->>'granted') is distinct from 'false'`
+    if (n.first) await messageEvent(tx, 'email.unsubscribed', { ...n, channel: 'email' }, { email: n.email })
     return true
   })
 }
@@ -91,25 +92,42 @@ export async function getNotification(deps: Deps, v: Visibility & { id: string }
   return dq.notificationOut(row)
 }
 
+/**
+ * A page's position: created_at as exact text (microseconds: a millisecond would skip the rows created in
+ * the same millisecond after the page's last) and the id, bound to what the list was of (`of`): a cursor
+ * of another tenant, brand, player or filter is no position here (400).
+ */
+async function keysetAfter(sql: Deps['sql'], purpose: string, of: string, cursor: string | undefined) {
+  const codec = await cursorCodec(sql, purpose)
+  let after: { t: string; id: string } | undefined
+  if (cursor) {
+    const c = decodeCursorOr400(codec, cursor)
+    if (typeof c.t !== 'string' || typeof c.id !== 'string' || c.of !== of) throw invalidCursor()
+    after = { t: c.t, id: c.id }
+  }
+  const next = <R extends { id: string; created_key: string }>(rows: R[], limit: number) => {
+    const last = rows[limit - 1]
+    return rows.length > limit && last ? codec.encode({ of, t: last.created_key, id: last.id }) : null
+  }
+  return { after, next }
+}
+
+const createdKey = (sql: dq.Sql) => sql`to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as created_key`
+
 export async function listNotifications(deps: Deps, v: Visibility & NotificationListQuery) {
-  const codec = await cursorCodec(deps.sql, 'notifications')
-  const after = v.cursor ? decodeCursorOr400(codec, v.cursor) : undefined
+  const of = JSON.stringify([v.tenantId, v.brandId, v.player_id ?? null, v.campaign_id ?? null, v.status ?? null, v.channel ?? null])
+  const { after, next } = await keysetAfter(deps.sql, 'notifications', of, v.cursor)
   const sql = deps.sql
-  const rows = await sql<dq.NotificationRow[]>`
-    select ${dq.notificationColumns(sql)} from notifications
+  const rows = await sql<(dq.NotificationRow & { created_key: string })[]>`
+    select ${dq.notificationColumns(sql)}, ${createdKey(sql)} from notifications
     where ${visibleTo(sql, v)}
       ${v.player_id ? sql`and player_id = ${v.player_id}` : sql``}
       ${v.campaign_id ? sql`and campaign_id = ${v.campaign_id}` : sql``}
       ${v.status ? sql`and status = ${v.status}` : sql``}
       ${v.channel ? sql`and channel = ${v.channel}` : sql``}
-      ${after ? sql`and (created_at, id) < (${String(after.t)}::timestamptz, ${String(after.id)}::uuid)` : sql``}
+      ${after ? sql`and (created_at, id) < (${after.t}::text::timestamptz, ${after.id}::uuid)` : sql``}
     order by created_at desc, id desc limit ${v.limit + 1}`
-  const page = rows.slice(0, v.limit)
-  const last = page[page.length - 1]
-  return {
-    data: page.map(dq.notificationOut),
-    next_cursor: rows.length > v.limit && last ? codec.encode({ t: last.created_at.toISOString(), id: last.id }) : null,
-  }
+  return { data: rows.slice(0, v.limit).map(dq.notificationOut), next_cursor: next(rows, v.limit) }
 }
 
 // --- The in-app inbox ------------------------------------------------------------------------------------
@@ -145,25 +163,27 @@ const retentionDays = async (sql: dq.Sql, brandId: string) => {
   return row?.days ?? 90
 }
 
+/**
+ * Marketing in the inbox is shown only to an active player: a player who self-excluded, or was
+ * suspended or closed, no longer sees the promotions delivered before (responsible gaming: marketing
+ * never reaches them, on any path). Transactional messages stay.
+ */
+const shownInInbox = (sql: dq.Sql, playerId: string) =>
+  sql`(class = 'transactional' or (select status from players where id = ${playerId}) = 'active')`
+
 export async function listInbox(deps: Deps, v: Visibility & { playerId: string; unread?: boolean; limit: number; cursor?: string }) {
   const p = await inboxPlayer(deps, v)
-  const codec = await cursorCodec(deps.sql, 'inbox')
-  const after = v.cursor ? decodeCursorOr400(codec, v.cursor) : undefined
+  const { after, next } = await keysetAfter(deps.sql, 'inbox', JSON.stringify([p.id, !!v.unread]), v.cursor)
   const sql = deps.sql
   const days = await retentionDays(sql, p.brandId)
-  const rows = await sql<dq.NotificationRow[]>`
-    select id, rendered, campaign_id, created_at, read_at from notifications
+  const rows = await sql<(dq.NotificationRow & { created_key: string })[]>`
+    select id, rendered, campaign_id, created_at, read_at, ${createdKey(sql)} from notifications
     where player_id = ${p.id} and channel = 'in_app' and status = 'delivered'
-      and delivered_at > now() - ${days} * interval '1 day'
+      and delivered_at > now() - ${days} * interval '1 day' and ${shownInInbox(sql, p.id)}
       ${v.unread ? sql`and read_at is null` : sql``}
-      ${after ? sql`and (created_at, id) < (${String(after.t)}::timestamptz, ${String(after.id)}::uuid)` : sql``}
+      ${after ? sql`and (created_at, id) < (${after.t}::text::timestamptz, ${after.id}::uuid)` : sql``}
     order by created_at desc, id desc limit ${v.limit + 1}`
-  const page = rows.slice(0, v.limit)
-  const last = page[page.length - 1]
-  return {
-    data: page.map(inboxItemOf),
-    next_cursor: rows.length > v.limit && last ? codec.encode({ t: last.created_at.toISOString(), id: last.id }) : null,
-  }
+  return { data: rows.slice(0, v.limit).map(inboxItemOf), next_cursor: next(rows, v.limit) }
 }
 
 /** The first read sets read_at and counts as the open (opened_at); message.opened stays email-only. */
@@ -173,6 +193,7 @@ export async function markRead(deps: Deps, v: Visibility & { playerId: string; n
     update notifications set read_at = coalesce(read_at, now()), opened_at = coalesce(opened_at, now()),
       updated_at = case when read_at is null then now() else updated_at end
     where id = ${v.notificationId} and player_id = ${p.id} and channel = 'in_app' and status = 'delivered'
+      and ${shownInInbox(deps.sql, p.id)}
     returning id, rendered, campaign_id, created_at, read_at`
   if (!row) throw notFound('inbox message')
   return inboxItemOf(row)

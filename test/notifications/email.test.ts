@@ -144,6 +144,12 @@ t.test('one-click unsubscribe: the GET page changes nothing, the POST withdraws 
   await ingest(h, tenant, [{ player_id: player.externalId, event_type: 'consent_update', payload: { channel: 'email', granted: true } }])
   const again = await send(h, tenant, { player_id: player.id, channel: 'email', payload: { body: 'back' } })
   t.equal(again.queued, true)
+  // The first message's link, clicked again after that grant, withdraws consent again (fired still once).
+  t.equal((await fetch(url, { method: 'POST', body: 'List-Unsubscribe=One-Click' })).status, 200)
+  t.match((await h.request('GET', `/players/${player.id}`, { key: tenant.key })).body.data.profile.consent.email, { granted: false })
+  t.equal((await outboxOf(h, tenant.id)).filter((e) => e.event === 'email.unsubscribed').length, 1, 'fired once per message')
+  const after = await h.request('POST', '/notifications/send', { key: tenant.key, body: { player_id: player.id, channel: 'email', payload: { body: 'once more' } } })
+  t.match(after.body.data, { status: 'suppressed', reason: 'unsubscribed' })
 })
 
 t.test('a 5xx refusal of the recipient is a bounce; the address stays undeliverable until it changes', async (t) => {

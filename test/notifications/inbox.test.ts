@@ -84,6 +84,66 @@ t.test('inbox paging with cursors, newest first', async (t) => {
   t.equal(byStatus.body.data.length, 3)
   const bad = await h.request('GET', '/notifications', { key: tenant.key, query: { status: 'sent' } })
   t.equal(bad.status, 400)
+
+  // A cursor is a position in the list it came from only: another player's inbox, another filter, another tenant: 400.
+  const other = await makePlayer(h, tenant)
+  const elsewhere = await h.request('GET', `/players/${other.id}/inbox`, { key: tenant.key, query: { limit: 2, cursor: p1.body.next_cursor } })
+  t.equal(elsewhere.status, 400, "one player's inbox cursor in another's")
+  t.equal((await h.request('GET', `/players/${player.id}/inbox`, { key: tenant.key, query: { limit: 2, unread: true, cursor: p1.body.next_cursor } })).status, 400, 'with another filter')
+  t.equal((await h.request('GET', '/notifications', { key: tenant.key, query: { player_id: player.id, status: 'delivered', limit: 2, cursor: list.body.next_cursor } })).status, 400, 'a list cursor with another filter')
+  const stranger = await h.createTenant()
+  t.equal((await h.request('GET', '/notifications', { key: stranger.key, query: { player_id: player.id, limit: 2, cursor: list.body.next_cursor } })).status, 400, "another tenant's cursor")
+})
+
+t.test('paging never skips rows created in the same millisecond', async (t) => {
+  const tenant = await h.createTenant()
+  const player = await makePlayer(h, tenant)
+  const sent = await send(h, tenant, { player_id: player.id, channel: 'in_app', payload: { body: 'first' } })
+  await waitForStatus(h, tenant, sent.notification_id, ['delivered'])
+  // Four copies of it, 100 µs apart within one millisecond: every page boundary falls inside that millisecond.
+  await h.app.ctx.sql`
+    insert into notifications (tenant_id, brand_id, player_id, channel, class, status, rendered, delivered_at, created_at, updated_at)
+    select tenant_id, brand_id, player_id, channel, class, status, jsonb_build_object('subject', null, 'body', 'copy ' || i), delivered_at,
+      date_trunc('milliseconds', now()) + i * interval '100 microseconds', now()
+    from notifications, generate_series(1, 4) as i where id = ${sent.notification_id}`
+  const seen: string[] = []
+  for (let cursor: string | undefined, pages = 0; pages < 10; pages++) {
+    const page = await h.request('GET', `/players/${player.id}/inbox`, { key: tenant.key, query: { limit: 1, ...(cursor ? { cursor } : {}) } })
+    t.equal(page.status, 200)
+    seen.push(...page.body.data.map((i: any) => i.body))
+    if (!page.body.next_cursor) break
+    cursor = page.body.next_cursor
+  }
+  t.same(seen, ['copy 4', 'copy 3', 'copy 2', 'copy 1', 'first'])
+  const listed: string[] = []
+  for (let cursor: string | undefined, pages = 0; pages < 10; pages++) {
+    const page = await h.request('GET', '/notifications', { key: tenant.key, query: { player_id: player.id, limit: 2, ...(cursor ? { cursor } : {}) } })
+    listed.push(...page.body.data.map((n: any) => n.id))
+    if (!page.body.next_cursor) break
+    cursor = page.body.next_cursor
+  }
+  t.equal(new Set(listed).size, 5, 'the list too: every row once')
+})
+
+t.test('marketing leaves the inbox of a player who self-excludes; transactional messages stay', async (t) => {
+  const tenant = await h.createTenant()
+  const player = await makePlayer(h, tenant)
+  const promo = await send(h, tenant, { player_id: player.id, channel: 'in_app', payload: { body: 'promo' } })
+  const receipt = await send(h, tenant, { player_id: player.id, channel: 'in_app', class: 'transactional', payload: { body: 'receipt' } })
+  for (const s of [promo, receipt]) await waitForStatus(h, tenant, s.notification_id, ['delivered'])
+  const before = await h.request('GET', `/players/${player.id}/inbox`, { key: tenant.key })
+  t.same(before.body.data.map((i: any) => i.body).sort(), ['promo', 'receipt'])
+
+  const patched = await h.request('PATCH', `/players/${player.id}`, { key: tenant.key, body: { status: 'self_excluded' } })
+  t.equal(patched.status, 200)
+  const after = await h.request('GET', `/players/${player.id}/inbox`, { key: tenant.key })
+  t.same(after.body.data.map((i: any) => i.body), ['receipt'])
+  t.equal((await h.request('POST', `/players/${player.id}/inbox/${promo.notification_id}/read`, { key: tenant.key })).status, 404, 'nor can it be read')
+  t.equal((await h.request('POST', `/players/${player.id}/inbox/${receipt.notification_id}/read`, { key: tenant.key })).status, 200)
+
+  await h.request('PATCH', `/players/${player.id}`, { key: tenant.key, body: { status: 'active' } })
+  const back = await h.request('GET', `/players/${player.id}/inbox`, { key: tenant.key })
+  t.same(back.body.data.map((i: any) => i.body).sort(), ['promo', 'receipt'], 'shown again once active')
 })
 
 t.test('socket tokens: forged or foreign are refused; a socket only hears its own player', async (t) => {
