@@ -74,8 +74,10 @@ export interface ResolvedRefs {
 }
 
 /**
- * Checks that every referenced segment, template and bonus exists for this tenant (segment: in the
- * campaign's brand). Appends errors; returns what it found for the runnable check.
+ * Checks that every referenced segment, template and bonus exists in the campaign's brand: its messages
+ * go to that brand's players, a bonus is granted in the player's brand only, and a brand-pinned key must
+ * not reach another brand's resources through a campaign. Appends errors; returns what it found for the
+ * runnable check.
  */
 export async function checkReferences(
   sql: Sql,
@@ -96,10 +98,11 @@ export async function checkReferences(
   const tIds = [...new Set(tRefs.map((r) => r.id).filter((id): id is string => typeof id === 'string' && UUID_RE.test(id)).map((id) => id.toLowerCase()))]
   if (tIds.length) {
     const rows = await sql<TemplateRef[]>`
-      select id, channel, active from notification_templates where id = any(${tIds}::uuid[]) and tenant_id = ${owner.tenantId}`
+      select id, channel, active from notification_templates
+      where id = any(${tIds}::uuid[]) and tenant_id = ${owner.tenantId} and brand_id = ${owner.brandId}`
     for (const r of rows) templates.set(r.id, r)
     for (const r of tRefs) {
-      if (typeof r.id === 'string' && UUID_RE.test(r.id) && !templates.has(r.id.toLowerCase())) errors.push({ in: 'body', field: r.at, message: 'unknown template' })
+      if (typeof r.id === 'string' && UUID_RE.test(r.id) && !templates.has(r.id.toLowerCase())) errors.push({ in: 'body', field: r.at, message: 'unknown template (not a template of this brand)' })
     }
   }
   const bRefs = bonusRefs(c)
@@ -108,8 +111,8 @@ export async function checkReferences(
       errors.push({ in: 'body', field: r.at, message: 'must be a bonus id (uuid)' })
       continue
     }
-    const [b] = await sql<{ id: string }[]>`select id from bonuses where id = ${r.id} and tenant_id = ${owner.tenantId}`
-    if (!b) errors.push({ in: 'body', field: r.at, message: 'unknown bonus' })
+    const [b] = await sql<{ id: string }[]>`select id from bonuses where id = ${r.id} and tenant_id = ${owner.tenantId} and brand_id = ${owner.brandId}`
+    if (!b) errors.push({ in: 'body', field: r.at, message: 'unknown bonus (not a bonus of this brand)' })
   }
   return { templates, segmentFound }
 }

@@ -137,4 +137,19 @@ t.test("another tenant's segment, template or bonus is unknown on create, PATCH 
   const cross = await h.request('PATCH', `/campaigns/${c.id}`, { key: mine.key, body: { target_segment_id: secondSegment } })
   t.equal(cross.status, 400)
   t.same(fieldsOf(cross.body), ['target_segment_id'])
+  // The second brand's template and bonus too, and through a key pinned to the first brand: a campaign
+  // reaches only its own brand's resources (its messages and grants are for that brand's players).
+  const secondTemplate = await template(h, mine, 'in_app', { brand: second.slug })
+  const secondBonus = (await must(h.request('POST', '/bonuses', { key: mine.key, body: { name: 'b2', type: 'reload', value: 10, value_type: 'fixed', brand: second.slug } }), 201)).data.id
+  const pinned = await mine.createKey({ name: 'main only', brand: mine.brand.slug })
+  for (const [body, field] of [
+    [{ config: { templates: { in_app: secondTemplate } } }, 'config.templates.in_app'],
+    [{ config: { bonus_id: secondBonus } }, 'config.bonus_id'],
+  ] as const) {
+    for (const key of [mine.key, pinned.key]) {
+      const res = await h.request('POST', '/campaigns', { key, body: { name: 'x', channels: ['in_app'], type: 'one_shot', ...body } })
+      t.equal(res.status, 400, `another brand's ${field}`)
+      t.same(fieldsOf(res.body), [field])
+    }
+  }
 })
