@@ -1,5 +1,5 @@
 // Shared helpers of the ingestion tests.
-import { isolateDatabase, type Harness } from '../helpers/harness.ts'
+import { isolateDatabase, seedEmbeddedPostgres, type Harness } from '../helpers/harness.ts'
 import { reapOnExit } from '../helpers/reap.ts'
 
 let counter = 0
@@ -28,6 +28,8 @@ export const ev = (over: Record<string, unknown> = {}) => ({
 
 import { type ChildProcess, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
 import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
 
@@ -41,9 +43,15 @@ export interface Child {
   exited: Promise<number | null>
 }
 
-/** Runs `node --import ./src/ts-loader.mjs src/main.ts` (what `npm start` runs) with the given env; resolves once it listens. */
+/**
+ * Runs `node --import ./src/ts-loader.mjs src/main.ts` (what `npm start` runs) with the given env; resolves
+ * once it listens. An embedded server's new DATA_DIR gets the migrated PGlite template (harness.ts), as a
+ * harness does: a first start from nothing is test/system/lifecycle.test.ts's and CI's smoke test's.
+ */
 export async function spawnServer(env: Record<string, string | undefined>): Promise<Child> {
   await isolateDatabase() // the file's own database on a PostgreSQL server (harness.ts)
+  const dataDir = env.DATA_DIR
+  if (dataDir && !(env.DATABASE_URL ?? process.env.DATABASE_URL) && !existsSync(join(dataDir, 'postgres'))) await seedEmbeddedPostgres(dataDir)
   const adminKey = env.ADMIN_KEY ?? `admin-${randomBytes(12).toString('hex')}`
   const proc = spawn(process.execPath, ['--import', './src/ts-loader.mjs', 'src/main.ts'], {
     cwd: root,

@@ -73,7 +73,7 @@ function schemaKey(): string {
  * them. Copy an initialised, migrated one instead (made once per PGlite version and schema; the app's
  * migrate then finds every file applied).
  */
-async function seedEmbeddedPostgres(dataDir: string): Promise<void> {
+export async function seedEmbeddedPostgres(dataDir: string): Promise<void> {
   const manifest = new URL('../../node_modules/@electric-sql/pglite/package.json', import.meta.url)
   const { version } = JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }
   const template = join(tmpdir(), `respin-pglite-template-${version}-${schemaKey()}`)
