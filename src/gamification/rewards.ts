@@ -181,7 +181,7 @@ export async function grantBonus(
            ${p.source}, ${p.sourceId ?? null},
            case when ${info?.expires_in_hours ?? null}::int is null or ${refusal}::text is not null then null
                 else now() + make_interval(hours => ${info?.expires_in_hours ?? 0}::int) end
-    where exists (select 1 from bonuses where id = ${p.bonusId})
+    where exists (select 1 from bonuses where id = ${p.bonusId} and brand_id = ${p.brandId}) -- as not found: no record
     returning *`
   const out: GrantResult = {
     id: (row?.id as string) ?? '', bonus_id: p.bonusId, player_id: p.playerId, status: refusal ? 'refused' : 'granted', refusal_reason: refusal,
