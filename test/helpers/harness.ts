@@ -105,7 +105,9 @@ async function templateDatabase(admin: postgres.Sql, shared: string): Promise<st
   try {
     if (await ready()) return name
     const building = `${name}_building`
-    await admin.unsafe(`drop database if exists "${building}" with (force)`) // a crashed builder's
+    // A crashed builder's leftovers: its half-made copy, or the renamed one not yet marked a template.
+    await admin.unsafe(`drop database if exists "${building}" with (force)`)
+    await admin.unsafe(`drop database if exists "${name}" with (force)`)
     await admin.unsafe(`create database "${building}"`)
     const url = new URL(shared)
     url.pathname = `/${building}`
