@@ -31,6 +31,8 @@ export interface KeyRequest<P = unknown, Q = unknown, B = unknown> extends BaseR
    * `brand` query parameter or body `brand` field (id or slug), else the tenant's default brand.
    */
   resolveBrand(): Promise<Brand>
+  /** Whether the request names a brand at all (a pinned key, or any of resolveBrand's hints). */
+  hasBrandHint(): boolean
 }
 
 /** What a handler may return instead of a bare body: a status, headers, or a non-JSON body. */
@@ -69,6 +71,11 @@ interface RouteShape<P, Q, B> {
   responses: Record<number, TSchema | ResponseSpec>
   /** Documents the brand hint (`x-brand`, `brand`) for this route in OpenAPI. */
   brandScoped?: boolean
+  /**
+   * Also served at the path without the /api/v1 prefix: links players follow under PUBLIC_BASE_URL
+   * (tracking, contract-engines §3). The prefixed path stays for links already sent.
+   */
+  atRoot?: boolean
   /** Extra error statuses worth documenting beyond the standard ones (e.g. 429, 503). */
   errors?: number[]
   /**

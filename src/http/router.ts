@@ -8,6 +8,7 @@ import type { Principal } from '../auth/types.ts'
 import type { AppContext } from '../context.ts'
 import { pgErrorCode } from '../db/postgres.ts'
 import type { Logger } from '../lib/log.ts'
+import { isUuid } from '../lib/schemas.ts'
 import { AppError, badRequest, forbidden, unauthorized } from '../errors.ts'
 import { renderError, STATUS_TEXT } from './errors.ts'
 import { Reply, type RouteDef } from './route.ts'
@@ -19,6 +20,8 @@ interface CompiledRoute {
   paramNames: string[]
   params?: Validator
   paramTypes: Record<string, string>
+  /** Path params that are resource ids (format uuid). */
+  idParams: string[]
   query?: Validator
   queryTypes: Record<string, string>
   body?: Validator
@@ -83,6 +86,8 @@ export function compileRoute(def: RouteDef): CompiledRoute {
     paramNames: [...def.path.matchAll(/:(\w+)/g)].map((m) => m[1] as string),
     params: compile(def.params),
     paramTypes: scalarTypes(def.params),
+    idParams: Object.entries((def.params as { properties?: Record<string, { format?: unknown }> } | undefined)?.properties ?? {})
+      .filter(([, p]) => p.format === 'uuid').map(([name]) => name),
     query: compile(def.query),
     queryTypes: scalarTypes(def.query),
     body: compile(def.body),
@@ -96,6 +101,7 @@ export function registerRoutes(app: RouteRegistry, ctx: AppContext, routes: Rout
     const route = compileRoute(def)
     const method = def.method === 'DELETE' ? 'del' : (def.method.toLowerCase() as 'get' | 'post' | 'put' | 'patch')
     app[method](API_PREFIX + def.path, (res, req) => handle(ctx, route, res, req, traffic))
+    if (def.atRoot) app[method](def.path, (res, req) => handle(ctx, route, res, req, traffic))
   }
   app.any('/*', (res, req) => {
     const conn = watch(res, traffic)
@@ -261,6 +267,11 @@ function invoke(ctx: AppContext, route: CompiledRoute, inc: Incoming, query: Rec
   if (route.params) {
     const raw: Record<string, unknown> = {}
     route.paramNames.forEach((name, i) => (raw[name] = safeDecode(inc.rawParams[i] ?? '')))
+    // A path id that is no UUID (an external_id, say) names no resource: 404 like an unknown one (the
+    // spec: 404 for every endpoint with an {id}, 400 for a bad body or query).
+    for (const name of route.idParams) {
+      if (!isUuid(raw[name])) throw new AppError('NOT_FOUND', `no resource has this ${name} (ids are UUIDs)`, { errors: [{ in: 'path', field: name, message: 'must be a UUID' }] })
+    }
     params = validate(route.params, coerce(raw, route.paramTypes), 'path')
   }
   const validQuery = route.query ? validate(route.query, coerce(query, route.queryTypes), 'query') : undefined
@@ -300,14 +311,22 @@ class RouteRequest {
   }
 
   resolveBrand() {
-    const { principal, rawQuery: query, body } = this
+    const { principal, rawQuery: query } = this
     // A repeated `brand` parameter names no one brand: refused rather than read as "no hint".
     if (Array.isArray(query.brand) && !(principal as Principal).brandId) {
       return Promise.reject(badRequest('the brand query parameter is given more than once', { errors: [{ in: 'query', field: 'brand', message: 'must be given once' }] }))
     }
+    return this.ctx.auth.resolveBrand(principal as Principal, this.#brandHint())
+  }
+
+  hasBrandHint() {
+    return (this.principal as Principal).brandId !== null || this.#brandHint() !== undefined
+  }
+
+  #brandHint(): string | undefined {
+    const { rawQuery: query, body } = this
     const bodyHint = typeof body === 'object' && body !== null ? (body as { brand?: unknown }).brand : undefined
-    const hint = this.headers['x-brand'] ?? (typeof query.brand === 'string' ? query.brand : undefined) ?? (typeof bodyHint === 'string' ? bodyHint : undefined)
-    return this.ctx.auth.resolveBrand(principal as Principal, hint)
+    return this.headers['x-brand'] ?? (typeof query.brand === 'string' ? query.brand : undefined) ?? (typeof bodyHint === 'string' ? bodyHint : undefined)
   }
 }
 

@@ -2,6 +2,9 @@
 import Type from 'typebox'
 
 export const Uuid = Type.String({ format: 'uuid' })
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+/** What Uuid accepts. */
+export const isUuid = (v: unknown): v is string => typeof v === 'string' && UUID_RE.test(v)
 export const DateTime = Type.String({ format: 'date-time' })
 export const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(t: T) => Type.Union([t, Type.Null()])
 export const FreeObject = Type.Record(Type.String(), Type.Unknown())

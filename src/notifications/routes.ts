@@ -172,7 +172,7 @@ notificationRoutes.push(
     handler: async (ctx, req) => ({ data: await contacts.addPushSubscription(ctx, { ...visibilityOf(req.principal), playerId: req.params.id, body: req.body }) }),
   }),
   defineRoute({
-    method: 'GET', path: '/players/:id/push-subscriptions', operationId: 'listPlayerPushSubscriptions', tags: ['players'],
+    method: 'GET', path: '/players/:id/push-subscriptions', operationId: 'listPlayerPushSubscriptions', tags: ['players'], scope: 'full', // contact points: full access (contract-engines)
     summary: "The player's push subscriptions", params: IdParams, responses: { 200: data(Type.Array(contacts.PushSubscriptionOut)) },
     handler: async (ctx, req) => ({ data: await contacts.listPushSubscriptions(ctx, { ...visibilityOf(req.principal), playerId: req.params.id }) }),
   }),
@@ -187,8 +187,11 @@ notificationRoutes.push(
 
   defineRoute({
     method: 'GET', path: '/notifications', operationId: 'listNotifications', tags,
-    summary: 'Notifications, newest first', query: NotificationListQuery, responses: { 200: NotificationList },
-    handler: async (ctx, req) => engagement.listNotifications(ctx, { ...visibilityOf(req.principal), ...req.query }),
+    summary: "The brand's notifications, newest first", query: NotificationListQuery, responses: { 200: NotificationList }, brandScoped: true,
+    handler: async (ctx, req) => {
+      const brand = await req.resolveBrand()
+      return engagement.listNotifications(ctx, { tenantId: req.principal.tenantId, brandId: brand.id, ...req.query })
+    },
   }),
   defineRoute({
     method: 'GET', path: '/notifications/:id', operationId: 'getNotification', tags,
@@ -214,7 +217,7 @@ notificationRoutes.push(
   }),
 
   definePublicRoute({
-    method: 'GET', path: '/t/o/:token', operationId: 'trackOpen', tags: ['tracking'],
+    method: 'GET', path: '/t/o/:token', operationId: 'trackOpen', tags: ['tracking'], atRoot: true,
     summary: 'Open pixel (a 1×1 GIF); the first open records opened_at and fires message.opened', params: TokenParams,
     responses: { 200: { description: 'a 1×1 transparent GIF', contentType: 'image/gif' } }, errors: [404],
     handler: async (ctx, req) => {
@@ -223,7 +226,7 @@ notificationRoutes.push(
     },
   }),
   definePublicRoute({
-    method: 'GET', path: '/t/c/:token', operationId: 'trackClick', tags: ['tracking'],
+    method: 'GET', path: '/t/c/:token', operationId: 'trackClick', tags: ['tracking'], atRoot: true,
     summary: "Redirects to one of the message's own links; the first click records clicked_at and fires message.clicked", params: TokenParams,
     responses: { 302: { description: 'redirect to the link', contentType: 'text/plain' } }, errors: [404],
     handler: async (ctx, req) => {
@@ -233,7 +236,7 @@ notificationRoutes.push(
     },
   }),
   definePublicRoute({
-    method: 'GET', path: '/t/u/:token', operationId: 'unsubscribePage', tags: ['tracking'],
+    method: 'GET', path: '/t/u/:token', operationId: 'unsubscribePage', tags: ['tracking'], atRoot: true,
     summary: 'A page with a button that unsubscribes (a GET changes nothing: mail scanners prefetch links)', params: TokenParams,
     responses: { 200: { description: 'HTML page', contentType: 'text/html' } }, errors: [404],
     handler: async (ctx, req) => {
@@ -242,7 +245,7 @@ notificationRoutes.push(
     },
   }),
   definePublicRoute({
-    method: 'POST', path: '/t/u/:token', operationId: 'unsubscribe', tags: ['tracking'],
+    method: 'POST', path: '/t/u/:token', operationId: 'unsubscribe', tags: ['tracking'], atRoot: true,
     summary: "RFC 8058 one-click unsubscribe: withdraws the player's email consent, fires email.unsubscribed once", params: TokenParams,
     responses: { 200: { description: 'HTML confirmation', contentType: 'text/html' } }, errors: [404],
     handler: async (ctx, req) => {

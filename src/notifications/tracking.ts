@@ -48,14 +48,15 @@ export async function trackingTokens(ctx: Pick<AppContext, 'config'> & { sql: Sq
   return createTrackingTokens(key)
 }
 
+// At PUBLIC_BASE_URL's root, as contract-engines §3 names them (the /api/v1 paths serve older links).
 // Each URL is signed when it is read: an in-app or Telegram message uses none of them, and the
 // dispatcher builds this for every message (two HMACs each on the in-app path, for nothing).
 export const trackingUrls = (base: string, tokens: TrackingTokens, notificationId: string) => ({
   get open() {
-    return `${base}/api/v1/t/o/${tokens.sign('o', notificationId)}.gif`
+    return `${base}/t/o/${tokens.sign('o', notificationId)}.gif`
   },
-  click: (index: number) => `${base}/api/v1/t/c/${tokens.sign('c', notificationId, index)}`,
+  click: (index: number) => `${base}/t/c/${tokens.sign('c', notificationId, index)}`,
   get unsubscribe() {
-    return `${base}/api/v1/t/u/${tokens.sign('u', notificationId)}`
+    return `${base}/t/u/${tokens.sign('u', notificationId)}`
   },
 })

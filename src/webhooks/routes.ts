@@ -17,9 +17,11 @@ import * as webhooks from './service.ts'
 
 const tags = ['webhooks']
 
+// Every route, reads included, needs a full-access key: the spec's "Webhook endpoint management (requires
+// the write scope)" covers the whole section (endpoints name where data goes; the log holds the bodies).
 export const webhookRoutes: RouteDef[] = [
   defineRoute({
-    method: 'GET', path: '/webhooks', operationId: 'listWebhooks', tags,
+    method: 'GET', path: '/webhooks', operationId: 'listWebhooks', tags, scope: 'full',
     summary: 'List webhook endpoints, newest first',
     description: 'A brand-pinned key sees only the endpoints of its brand.',
     responses: { 200: data(Type.Array(WebhookEndpoint)) },
@@ -29,17 +31,16 @@ export const webhookRoutes: RouteDef[] = [
     method: 'POST', path: '/webhooks', operationId: 'createWebhook', tags,
     summary: 'Register a webhook endpoint; the signing secret is in this response only',
     description:
-      'The URL must pass the URL policy (public https host; see docs/webhooks.md). `brand` (id or slug, or the `x-brand` header) scopes the endpoint to one brand\'s events; omitted, it gets every brand\'s. A brand-pinned key always creates endpoints of its brand.',
+      'The URL must pass the URL policy (public https host; see docs/webhooks.md). `brand` (id or slug, or the `x-brand` header or `brand` query) scopes the endpoint to one brand\'s events; omitted, it gets every brand\'s. A brand-pinned key always creates endpoints of its brand.',
     body: CreateWebhookBody, responses: { 201: data(WebhookEndpointWithSecret) }, brandScoped: true,
     handler: async (ctx, req) => {
       // Unlike other collections, no hint means tenant-wide, not the default brand.
-      const hinted = req.principal.brandId !== null || req.body.brand !== undefined || req.headers['x-brand'] !== undefined
-      const brandId = hinted ? (await req.resolveBrand()).id : null
+      const brandId = req.hasBrandHint() ? (await req.resolveBrand()).id : null
       return { data: await webhooks.createEndpoint(ctx, { tenantId: req.principal.tenantId, brandId, url: req.body.url, events: req.body.events }, { ...actorOf(req), requestId: req.requestId }) }
     },
   }),
   defineRoute({
-    method: 'GET', path: '/webhooks/:id', operationId: 'getWebhook', tags,
+    method: 'GET', path: '/webhooks/:id', operationId: 'getWebhook', tags, scope: 'full',
     summary: 'Get a webhook endpoint',
     params: IdParams, responses: { 200: data(WebhookEndpoint) },
     handler: async (ctx, req) => ({ data: await webhooks.getEndpoint(ctx, { ...visibilityOf(req.principal), id: req.params.id }) }),
@@ -59,7 +60,7 @@ export const webhookRoutes: RouteDef[] = [
     handler: async (ctx, req) => ({ data: await webhooks.deleteEndpoint(ctx, { ...visibilityOf(req.principal), id: req.params.id }, { ...actorOf(req), requestId: req.requestId }) }),
   }),
   defineRoute({
-    method: 'GET', path: '/webhooks/:id/deliveries', operationId: 'listWebhookDeliveries', tags,
+    method: 'GET', path: '/webhooks/:id/deliveries', operationId: 'listWebhookDeliveries', tags, scope: 'full',
     summary: "An endpoint's deliveries with their attempts, newest first",
     params: IdParams, query: DeliveryListQuery,
     responses: { 200: Type.Object({ data: Type.Array(Delivery), next_cursor: Type.Union([Type.String(), Type.Null()]) }) },

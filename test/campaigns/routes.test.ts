@@ -8,14 +8,14 @@ const UNKNOWN_ID = '00000000-0000-4000-8000-000000000000'
 const FUTURE = '2099-01-01T00:00:00Z'
 
 const templates = new Map<string, string>()
-/** An active email template of the tenant (one per tenant). */
-async function emailTemplate(tenant: TestTenant): Promise<string> {
-  let id = templates.get(tenant.id)
+/** An active email template of the tenant's brand (one per brand: a campaign uses its own brand's). */
+async function emailTemplate(tenant: TestTenant, brand = tenant.brand.slug): Promise<string> {
+  let id = templates.get(`${tenant.id}:${brand}`)
   if (!id) {
-    const res = await h.request('POST', '/notifications/templates', { key: tenant.key, body: { name: 'welcome', channel: 'email', subject: 'Hi', body: 'Hello' } })
+    const res = await h.request('POST', '/notifications/templates', { key: tenant.key, body: { name: 'welcome', channel: 'email', subject: 'Hi', body: 'Hello', brand } })
     if (res.status !== 201) throw new Error(`template: ${res.text}`)
     id = res.body.data.id as string
-    templates.set(tenant.id, id)
+    templates.set(`${tenant.id}:${brand}`, id)
   }
   return id
 }
@@ -35,7 +35,7 @@ async function createCampaign(tenant: TestTenant, body: Record<string, unknown> 
     key,
     body: {
       name: 'Welcome', type: 'triggered', channels: ['email'], schedule: { start_at: FUTURE },
-      config: { templates: { email: await emailTemplate(tenant) }, trigger: { event_type: 'deposit' } },
+      config: { templates: { email: await emailTemplate(tenant, typeof body.brand === 'string' ? body.brand : undefined) }, trigger: { event_type: 'deposit' } },
       ...body,
     },
   })
@@ -196,8 +196,8 @@ t.test('GET /campaigns/{id}: 404 for unknown ids, 400 for malformed ones', async
   t.equal(unknown.status, 404)
   t.equal(unknown.body.code, 'NOT_FOUND')
   const malformed = await h.request('GET', '/campaigns/not-a-uuid', { key: tenant.key })
-  t.equal(malformed.status, 400)
-  t.equal(malformed.body.code, 'BAD_REQUEST')
+  t.equal(malformed.status, 404)
+  t.equal(malformed.body.code, 'NOT_FOUND')
 })
 
 t.test('GET /campaigns lists newest first with total, limit and offset', async (t) => {
@@ -444,7 +444,7 @@ t.test('DELETE from draft or a terminal status is 400 with details', async (t) =
   const unknown = await h.request('DELETE', `/campaigns/${UNKNOWN_ID}`, { key: tenant.key })
   t.equal(unknown.status, 404)
   const malformed = await h.request('DELETE', '/campaigns/123', { key: tenant.key })
-  t.equal(malformed.status, 400)
+  t.equal(malformed.status, 404, 'an id that is no uuid names no campaign')
 })
 
 t.test('concurrent identical moves: exactly one succeeds', async (t) => {
@@ -495,7 +495,7 @@ t.test('a brand-pinned key sees and writes only its own brand', async (t) => {
     headers: { 'x-brand': tenant.brand.slug },
     body: {
       name: 'pinned', type: 'triggered', channels: ['email'], brand: tenant.brand.slug,
-      config: { templates: { email: await emailTemplate(tenant) }, trigger: { event_type: 'deposit' } },
+      config: { templates: { email: await emailTemplate(tenant, second.slug) }, trigger: { event_type: 'deposit' } },
     },
   })
   t.equal(created.status, 201)

@@ -137,6 +137,6 @@ t.test('visibility: unknown player, another tenant, another brand for a pinned k
   t.equal((await h.request('GET', path, { key: pinnedHere.key })).status, 200)
   const reader = await tenant.createKey({ scopes: ['read'] })
   t.equal((await h.request('GET', path, { key: reader.key })).status, 200)
-  t.equal((await h.request('GET', '/gamification/player/not-a-uuid', { key: tenant.key })).status, 400)
+  t.equal((await h.request('GET', '/gamification/player/not-a-uuid', { key: tenant.key })).status, 404)
   t.equal((await h.request('GET', path)).status, 401)
 })

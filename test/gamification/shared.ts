@@ -57,7 +57,7 @@ export function sharedResourceTests(
       t.equal(res.status, 404, `${method} unknown id`)
       t.equal(res.body.code, 'NOT_FOUND')
     }
-    t.equal((await h.request('GET', `${path}/not-a-uuid`, { key: tenant.key })).status, 400)
+    t.equal((await h.request('GET', `${path}/not-a-uuid`, { key: tenant.key })).status, 404)
     const created = await h.request('POST', path, { key: tenant.key, body: o.create })
     // "Patch accepts any subset of the create fields": the empty subset too (it was a 400).
     const empty = await h.request('PATCH', `${path}/${created.body.data.id}`, { key: tenant.key, body: {} })

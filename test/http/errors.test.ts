@@ -38,7 +38,8 @@ t.test('path and query values are coerced, defaulted and validated', async (t) =
     t.match(res.body.details.errors[0], { in: 'query', field: 'limit' })
   }
   const badId = await h.request('GET', '/_probe/items/not-a-uuid', { key: tenant.key })
-  t.equal(badId.status, 400)
+  t.equal(badId.status, 404, 'an id that is no uuid names no resource')
+  t.equal(badId.body.code, 'NOT_FOUND')
   t.match(badId.body.details.errors[0], { in: 'path', field: 'id' })
 })
 

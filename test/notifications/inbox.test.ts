@@ -125,6 +125,24 @@ t.test('paging never skips rows created in the same millisecond', async (t) => {
   t.equal(new Set(listed).size, 5, 'the list too: every row once')
 })
 
+t.test('GET /notifications lists the resolved brand only', async (t) => {
+  const tenant = await h.createTenant()
+  const second = await tenant.createBrand('second')
+  const inMain = await makePlayer(h, tenant)
+  const [row] = await h.app.ctx.sql<{ id: string }[]>`
+    insert into players (tenant_id, brand_id, external_id) values (${tenant.id}, ${second.id}, 'in-second') returning id`
+  await h.app.ctx.sql`insert into player_profiles (player_id, tenant_id, brand_id) values (${row!.id}, ${tenant.id}, ${second.id})`
+  const a = await send(h, tenant, { player_id: inMain.id, channel: 'in_app', payload: { body: 'main' } })
+  const b = await send(h, tenant, { player_id: row!.id, channel: 'in_app', payload: { body: 'second' } })
+  const ids = async (opts: { headers?: Record<string, string>; query?: Record<string, string> }, key = tenant.key) =>
+    (await h.request('GET', '/notifications', { key, ...opts })).body.data.map((n: { id: string }) => n.id)
+  t.same(await ids({}), [a.notification_id], 'the default brand')
+  t.same(await ids({ headers: { 'x-brand': 'second' } }), [b.notification_id], 'x-brand')
+  t.same(await ids({ query: { brand: second.id } }), [b.notification_id], 'brand query')
+  const pinned = await tenant.createKey({ brand: second.slug })
+  t.same(await ids({ query: { brand: tenant.brand.slug } }, pinned.key), [b.notification_id], 'a pinned key: its brand whatever the hint')
+})
+
 t.test('marketing leaves the inbox of a player who self-excludes; transactional messages stay', async (t) => {
   const tenant = await h.createTenant()
   const player = await makePlayer(h, tenant)

@@ -151,6 +151,10 @@ t.test('push: VAPID-signed, RFC 8291-encrypted payload with a tracked url; the p
   const added = await h.request('POST', `/players/${player.id}/push-subscriptions`, { key: tenant.key, body: sub })
   t.equal(added.status, 201)
   t.same(Object.keys(added.body.data).sort(), ['created_at', 'endpoint', 'id'])
+  // Contact points are full-access, reads included (contract-engines §0).
+  const readOnly = await tenant.createKey({ scopes: ['read'] })
+  t.equal((await h.request('GET', `/players/${player.id}/push-subscriptions`, { key: readOnly.key })).status, 403)
+  t.equal((await h.request('GET', `/players/${player.id}/push-subscriptions`, { key: tenant.key })).body.data.length, 1)
   const sent = await send(h, tenant, { player_id: player.id, channel: 'push', payload: { subject: 'Free spins', body: 'For {{name}}', url: 'https://casino.example/spins' } })
   t.equal((await waitForStatus(h, tenant, sent.notification_id, ['delivered', 'failed'])).status, 'delivered')
   const got = received.find((r) => r.path === new URL(sub.endpoint).pathname)!

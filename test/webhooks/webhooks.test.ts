@@ -43,8 +43,11 @@ t.test('outbound webhooks', async (t) => {
     const list = await h.request('GET', '/webhooks', { key: tenant.key })
     t.same(list.body.data.map((x: { id: string }) => x.id), [e.id])
 
+    // Reads too need full access: the spec's webhook section "requires the write scope" as a whole.
     const readKey = (await tenant.createKey({ scopes: ['read'] })).key
-    t.equal((await h.request('GET', `/webhooks/${e.id}`, { key: readKey })).status, 200)
+    for (const path of ['/webhooks', `/webhooks/${e.id}`, `/webhooks/${e.id}/deliveries`]) {
+      t.equal((await h.request('GET', path, { key: readKey })).body.code, 'FORBIDDEN', `GET ${path} with a read key`)
+    }
     t.equal((await h.request('POST', '/webhooks', { key: readKey, body: { url: rx.url(), events: ['player.created'] } })).body.code, 'FORBIDDEN')
     t.equal((await h.request('PATCH', `/webhooks/${e.id}`, { key: readKey, body: { active: false } })).status, 403)
     t.equal((await h.request('POST', `/webhooks/${e.id}/ping`, { key: readKey })).status, 403)
@@ -299,6 +302,11 @@ t.test('outbound webhooks', async (t) => {
     t.equal(viaPinned.body.data.brand_id, second.id, 'a brand-pinned key creates endpoints of its brand')
     t.same((await h.request('GET', '/webhooks', { key: pinned })).body.data.map((x: { id: string }) => x.id).sort(), [bySecond.id, viaPinned.body.data.id].sort())
     t.equal((await h.request('GET', `/webhooks/${main.id}`, { key: pinned })).status, 404)
+    for (const [how, opts] of [['x-brand header', { headers: { 'x-brand': 'second' } }], ['brand query', { query: { brand: 'second' } }]] as const) {
+      const hinted = await h.request('POST', '/webhooks', { key: tenant.key, ...opts, body: { url: rx.url(path()), events: ['bonus.granted'] } })
+      t.equal(hinted.body.data.brand_id, second.id, `the ${how} scopes the endpoint`)
+      await h.request('DELETE', `/webhooks/${hinted.body.data.id}`, { key: tenant.key })
+    }
 
     await h.request('POST', '/players', { key: tenant.key, body: { external_id: 'in-main' } })
     await h.request('POST', '/players', { key: tenant.key, body: { external_id: 'in-second', brand: 'second' } })
