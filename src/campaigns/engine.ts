@@ -49,7 +49,7 @@ export async function engineRound(deps: Deps): Promise<void> {
   for (;;) {
     const due = await claimDue<{ id: string }>(deps.sql, PARTICIPANTS_QUEUE, { limit: 100, leaseMs: LEASE_MS, owner })
     if (!due.length) break
-    for (const p of due) await advanceParticipant(deps, p.id)
+    for (const p of due) await advanceParticipant(deps, p.id, { owner })
   }
 }
 
@@ -82,7 +82,7 @@ export function startCampaignEngine(ctx: AppContext, opts: { pollMs?: number } =
     log: ctx.log,
     queue: PARTICIPANTS_QUEUE,
     keyOf: (p) => p.player_id,
-    handle: (p) => advanceParticipant(ctx, p.id),
+    handle: (p, lease) => advanceParticipant(ctx, p.id, lease),
     leaseMs: LEASE_MS,
     globalConcurrency: 16,
     idleIntervalMs: pollMs,

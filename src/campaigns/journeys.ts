@@ -50,19 +50,26 @@ export const PARTICIPANTS_QUEUE: QueueTable = {
   where: (sql) => sql`status in ('active', 'waiting') and exists (select 1 from campaigns c where c.id = campaign_participants.campaign_id and c.status = 'running')`,
 }
 
-export async function advanceParticipant(deps: Deps, participantId: string): Promise<void> {
+/**
+ * `lease`: the claim this advance runs under. A claim that stalled past its lease (waiting on a lock, a
+ * slow database) finds the row claimed again by then and does nothing: the newer claim advances it.
+ * Without this check the stale one would advance it too, and the second of the two would read the
+ * first's fresh `waiting` as a wait already over (sending the next step at once, or taking a timeout).
+ */
+export async function advanceParticipant(deps: Deps, participantId: string, lease: { owner: string }): Promise<void> {
   await deps.sql.begin(async (tx) => {
     const [ref] = await tx<{ campaign_id: string }[]>`select campaign_id from campaign_participants where id = ${participantId}`
     if (!ref) return
     const c = await selectEngineCampaign(tx, ref.campaign_id, 'for share')
     if (!c || c.status !== 'running') return
     const [p] = await tx<ParticipantRow[]>`
-      select id, campaign_id, player_id, step, status, wake_at from campaign_participants where id = ${participantId} for update`
+      select id, campaign_id, player_id, step, status, wake_at from campaign_participants
+      where id = ${participantId} and lease_owner = ${lease.owner} for update`
     if (!p || (p.status !== 'active' && p.status !== 'waiting')) return
     const now = deps.clock()
     const steps = new Map(((c.config.steps as Step[] | undefined) ?? []).map((s) => [s.id, s]))
     const save = (step: string | null, status: ParticipantRow['status'], wakeAt: Date | null) =>
-      tx`update campaign_participants set step = ${step}, status = ${status}, wake_at = ${wakeAt}, updated_at = ${now} where id = ${p.id}`
+      tx`update campaign_participants set step = ${step}, status = ${status}, wake_at = ${wakeAt}, lease_owner = null, updated_at = ${now} where id = ${p.id}`
 
     // A marketing journey keeps only active players: anyone else leaves it at once.
     if (c.config.class !== 'transactional') {

@@ -365,14 +365,49 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
 /**
  * Extends a lease that may be near its end, right before an irreversible side effect (sending). Returns
  * false when the row is no longer ours (the lease ran out and another process claimed it): skip the work.
- * Cheap when the claim is fresh: no query unless half the lease has passed.
+ * Cheap when the claim is fresh: no query while more than `needMs` (default half the lease) is left.
  */
-export async function confirmLease(sql: Sql, q: QueueTable, id: unknown, lease: Lease): Promise<boolean> {
-  if (Date.now() - lease.claimedAt < lease.leaseMs / 2) return true
+export async function confirmLease(sql: Sql, q: QueueTable, id: unknown, lease: Lease, needMs = lease.leaseMs / 2): Promise<boolean> {
+  if (lease.leaseMs - (Date.now() - lease.claimedAt) >= needMs) return true
+  const extendMs = Math.max(lease.leaseMs, needMs)
   const rows = await sql`
-    update ${sql(q.table)} set ${sql(q.dueColumn)} = now() + ${lease.leaseMs} * interval '1 millisecond'
+    update ${sql(q.table)} set ${sql(q.dueColumn)} = now() + ${extendMs} * interval '1 millisecond'
     where ${sql(q.idColumn ?? 'id')} = ${id as string} and ${sql(q.ownerColumn)} = ${lease.owner}
     returning 1`
-  if (rows.length) lease.claimedAt = Date.now()
+  if (rows.length) {
+    lease.claimedAt = Date.now()
+    lease.leaseMs = extendMs
+  }
   return rows.length > 0
+}
+
+/**
+ * Keeps the lease while a side effect is in flight (a channel call, an HTTP attempt): renewed whenever
+ * half of it is left, until the returned function is called. A call that outlives its lease (an SMTP
+ * server answering slowly, messages queued behind a pool's few connections) would otherwise let another
+ * claim send the same message again while the first send is still going. If this process dies, the
+ * renewals stop and the row is claimed again after the lease, as before.
+ */
+export function holdLease(sql: Sql, q: QueueTable, id: unknown, lease: Lease, log: Logger): () => void {
+  let stopped = false
+  let timer: NodeJS.Timeout | undefined
+  const schedule = () => {
+    const left = lease.leaseMs - (Date.now() - lease.claimedAt)
+    timer = setTimeout(renew, Math.max(0, left - lease.leaseMs / 2))
+    timer.unref()
+  }
+  const renew = async () => {
+    if (stopped) return
+    try {
+      if (!(await confirmLease(sql, q, id, lease, lease.leaseMs))) return // no longer ours: nothing to keep
+    } catch (err) {
+      log.warn({ err, table: q.table }, 'work loop: a lease renewal failed; trying again')
+    }
+    if (!stopped) schedule()
+  }
+  schedule()
+  return () => {
+    stopped = true
+    clearTimeout(timer)
+  }
 }

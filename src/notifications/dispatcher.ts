@@ -10,7 +10,7 @@ import postgres from 'postgres'
 import type { BackgroundService } from '../app.ts'
 import type { AppContext } from '../context.ts'
 import { createBatcher } from '../engine/batcher.ts'
-import { confirmLease, startWorkLoop, type Lease, type QueueTable } from '../engine/work-loop.ts'
+import { confirmLease, holdLease, startWorkLoop, type Lease, type QueueTable } from '../engine/work-loop.ts'
 import { createOutboundHttp } from '../lib/outbound-http.ts'
 import { createEmailChannel } from './channels/email.ts'
 import type { Outcome } from './channels/outcome.ts'
@@ -375,15 +375,22 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
   async function handle(row: QueueRow, lease: Lease) {
     const prepared = await (row.channel === 'in_app' ? inAppPreparing : preparing).add({ row, lease })
     if (!prepared) return
-    // The send is the irreversible step: make sure the lease still holds (extending it if needed).
+    // The send is the irreversible step: make sure the lease still holds (extending it if needed), and
+    // keep it until the outcome is written. An email can wait behind the SMTP pool's few connections
+    // (64 in hand per brand) longer than a lease when the server is slow; another claim would send it again.
     if (!(await confirmLease(sql, QUEUE, row.id, lease))) return
-    let outcome: Outcome
+    const release = holdLease(sql, QUEUE, row.id, lease, log)
     try {
-      outcome = await callChannel(row, prepared)
-    } catch (err) {
-      outcome = { kind: 'retry', error: `${row.channel}: ${(err as Error).message}` }
+      let outcome: Outcome
+      try {
+        outcome = await callChannel(row, prepared)
+      } catch (err) {
+        outcome = { kind: 'retry', error: `${row.channel}: ${(err as Error).message}` }
+      }
+      await recording.add({ row, lease, prepared, outcome })
+    } finally {
+      release()
     }
-    await recording.add({ row, lease, prepared, outcome })
   }
 
   const loop = startWorkLoop<QueueRow>({

@@ -2,6 +2,7 @@
 // (the event before the timeout, and the timeout) → branch on a segment rule (both ways), a player who
 // self-excludes mid-journey leaves it and gets nothing more, and GET /campaigns/{id}/participants.
 import t from 'tap'
+import { advanceParticipant } from '../../src/campaigns/journeys.ts'
 import { startHarness, type TestTenant } from '../helpers/harness.ts'
 import { createCampaign, move, must, segment, sent, template, until } from './helpers.ts'
 
@@ -160,4 +161,31 @@ t.test('one batch of events: entries, waits met, and exits applied together as o
   const status = Object.fromEntries((await participants(tenant, c.id)).data.map((p) => [ids[p.player_id], p.status]))
   t.same(status, { b1: 'completed', b2: 'completed', b3: 'exited', b4: 'waiting', b5: 'waiting' }, 'b5 entered with the batch: its deposit came before its wait')
   t.same((await sent(h, c.id)).map((r) => ids[r.player_id]).sort(), ['b1', 'b2'])
+})
+
+t.test('a claim that stalled past its lease advances nothing: the newer claim does, once', async (t) => {
+  const tenant = await h.createTenant()
+  await must(h.request('POST', '/players', { key: tenant.key, body: { external_id: 'slow', metadata: { group: 'stale' } } }), 201)
+  const [hello, later] = [await template(h, tenant), await template(h, tenant)]
+  const c = await createCampaign(h, tenant, {
+    type: 'journey',
+    target_segment_id: await segment(h, tenant, { field: 'metadata.group', op: 'eq', value: 'stale' }),
+    config: { steps: [
+      { id: 'hello', type: 'send', channel: 'in_app', template_id: hello, next: 'pause' },
+      { id: 'pause', type: 'wait', seconds: 3600, next: 'later' },
+      { id: 'later', type: 'send', channel: 'in_app', template_id: later },
+    ] },
+  })
+  await move(h, tenant, c.id, 'running')
+  await until(h, async () => (await participants(tenant, c.id)).data.some((p) => p.status === 'waiting' && p.step === 'pause'))
+  const [p] = await ctx.sql<{ id: string }[]>`select id from campaign_participants where campaign_id = ${c.id}`
+  // The wait is over and claim A took the row; A stalled past its lease and claim B took it again.
+  await ctx.sql`update campaign_participants set wake_at = now() + interval '1 minute', lease_owner = 'claim-b' where id = ${p!.id}`
+  await advanceParticipant(ctx, p!.id, { owner: 'claim-a' })
+  t.same((await sent(h, c.id)).map((s) => s.step), ['hello'], 'the stale claim sent nothing')
+  t.match((await participants(tenant, c.id)).data[0], { status: 'waiting', step: 'pause' }, 'nor moved the player')
+  await advanceParticipant(ctx, p!.id, { owner: 'claim-b' })
+  t.same((await sent(h, c.id)).map((s) => s.step), ['hello', 'later'], 'the current claim ends the wait')
+  await advanceParticipant(ctx, p!.id, { owner: 'claim-b' })
+  t.same((await sent(h, c.id)).map((s) => s.step), ['hello', 'later'], 'and a repeat of it changes nothing')
 })

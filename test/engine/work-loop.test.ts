@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto'
 import postgres from 'postgres'
 import t from 'tap'
-import { claimDue, confirmLease, startTicker, startWorkLoop, type QueueTable } from '../../src/engine/work-loop.ts'
+import { claimDue, confirmLease, holdLease, startTicker, startWorkLoop, type QueueTable } from '../../src/engine/work-loop.ts'
 import { createLogger } from '../../src/lib/log.ts'
 import { startHarness } from '../helpers/harness.ts'
 
@@ -78,6 +78,28 @@ t.test('work loop', async (t) => {
     t.equal(await confirmLease(sql, queue, first!.id, stale), false, 'the old claim is told it lost the row')
     const fresh = { owner: 'alive:1', claimedAt: Date.now() - 20_000, leaseMs: 30_000 }
     t.equal(await confirmLease(sql, queue, first!.id, fresh), true)
+    await sql`delete from ${sql(name)}`
+  })
+
+  t.test('a lease held while a side effect is in flight outlives its length; released, it runs out', async (t) => {
+    await sql`insert into ${sql(name)} (k, n) values ('slow', 1)`
+    const [row] = await claimDue<Job & { owner: string }>(sql, queue, { limit: 10, leaseMs: 300, owner: 'slow-sender:1' })
+    const lease = { owner: 'slow-sender:1', claimedAt: Date.now(), leaseMs: 300 }
+    // A send that needs more than the lease left: confirmLease with what it needs extends it first.
+    t.equal(await confirmLease(sql, queue, row!.id, lease, 1_000), true)
+    t.equal(lease.leaseMs, 1_000, 'extended to what the send needs')
+    lease.leaseMs = 300
+    lease.claimedAt = Date.now()
+    await sql`update ${sql(name)} set due = now() + interval '300 milliseconds' where id = ${row!.id}`
+    const release = holdLease(sql, queue, row!.id, lease, log)
+    for (let i = 0; i < 6; i++) {
+      await sleep(200)
+      t.same(await claimDue(sql, queue, { limit: 10, leaseMs: 300, owner: 'other:1' }), [], `held at ${(i + 1) * 200} ms (lease 300 ms)`)
+    }
+    release()
+    await sleep(450)
+    const [again] = await claimDue<Job>(sql, queue, { limit: 10, leaseMs: 30_000, owner: 'other:2' })
+    t.equal(again?.id, row!.id, 'released: claimable once the lease runs out')
     await sql`delete from ${sql(name)}`
   })
 
