@@ -19,7 +19,9 @@
 //   (`part`, sql/0120), and loop i of n claims only rows with part % n = i: one player's rows always go
 //   to the same loop, in stream order, while other players' batches are applied alongside (one
 //   transaction, one connection each). Each claim stays a transaction of its own, so exactly once is
-//   unchanged.
+//   unchanged. Across processes, a lane is applied by one of them at a time (a transaction-scoped
+//   advisory lock per consumer and lane), so a player's events stay in order with several processes
+//   too; every process must then run the same number of loops (EVENT_STREAM_LOOPS).
 // - A handler that throws: the batch is rolled back and retried one event at a time; an event that fails
 //   alone is retried with backoff and set aside (failed_at, logged) after MAX_ATTEMPTS, so one bad event
 //   never blocks the stream.
@@ -141,6 +143,10 @@ export interface EventStream {
 
 const INTEREST_TTL_MS = 60_000
 const DEFAULT_POLL_MS = 500
+/** runBatch's answer when another process holds the lane. */
+const LANE_BUSY = -1
+/** How soon a lane found busy in another process is looked at again. */
+const BUSY_RETRY_MS = 50
 const MAX_ATTEMPTS = 10
 /**
  * Claim loops per consumer on a PostgreSQL server unless EVENT_STREAM_LOOPS says otherwise. Each holds a
@@ -318,6 +324,12 @@ export function createEventStream(deps: { sql: Sql; bus: Bus; log: Logger; pollM
         log.error({ err, consumer: consumer.name, lane: lane.lane }, 'event stream: batch failed, applying its events one by one')
         claimed = await runOneByOne(consumer, lane.lane, limit)
       }
+      if (claimed === LANE_BUSY) {
+        // Another process is on this lane: look again soon, in case the rows that woke us came after its claim.
+        const retry = setTimeout(() => kickLane(loop, lane), BUSY_RETRY_MS)
+        retry.unref()
+        return
+      }
       if (claimed < limit) return
     }
   }
@@ -325,15 +337,30 @@ export function createEventStream(deps: { sql: Sql; bus: Bus; log: Logger; pollM
   /** Rows of this lane only; with one loop, every row (no filter: the claim index alone). */
   const laneFilter = (tx: Tx | Sql, lane: number) => (loopCount > 1 ? tx`and part % ${loopCount}::int = ${lane}::int` : tx``)
 
+  /**
+   * Claims and applies one batch of a lane; LANE_BUSY when another process is applying this lane now.
+   * One batch of a lane at a time across processes: with SKIP LOCKED alone, two processes' loops of the
+   * same lane took consecutive batches at once, so one player's events could be applied out of order (a
+   * bet_rollback before its bet found nothing to take back). The lock is the transaction's: it ends with
+   * the commit, when the next batch may see everything this one did.
+   */
   async function runBatch(consumer: StreamConsumer, lane: number, limit: number, onlyId?: string): Promise<number> {
     let n = 0
     let after: (() => Promise<unknown>) | undefined
+    let busy = false
     await sql.begin(async (tx) => {
+      const [lock] = await tx<{ ok: boolean }[]>`
+        select pg_try_advisory_xact_lock(hashtext(${`event_stream:${consumer.name}`}), ${loopCount * 32768 + lane}::int) as ok`
+      if (!lock?.ok) {
+        busy = true
+        return
+      }
       const rows = await claim(tx, consumer.name, lane, limit, onlyId)
       n = rows.length
       if (n) metrics?.queueAttempt(METRICS_NAME, n)
       if (n) after = (await consumer.handle(tx, rows)) ?? undefined
     })
+    if (busy) return LANE_BUSY
     const afterCommit = after as (() => Promise<unknown>) | undefined
     if (afterCommit) await afterCommit().catch((err: unknown) => log.warn({ err, consumer: consumer.name }, 'event stream: after-commit step failed'))
     return n

@@ -250,3 +250,38 @@ t.test('two processes with different loop counts share a consumer: every event e
   const got = await applied('t_shared')
   t.equal(got.length, 5 * 12 * 8, 'every event applied exactly once (the table has no unique key: a repeat would be a row more)')
 })
+
+t.test('two processes with the same loop count: each player\'s events applied in order across them', async (t) => {
+  const tenant = await h.createTenant()
+  const a = createEventStream({ sql, bus: h.app.ctx.bus, log: h.app.ctx.log, loops: 2, pollMs: 50 })
+  const b = createEventStream({ sql, bus: h.app.ctx.bus, log: h.app.ctx.log, loops: 2, pollMs: 50 })
+  t.teardown(async () => {
+    await a.stop()
+    await b.stop()
+  })
+  const name = 't_ordered'
+  // Each event must find its player's previous one applied and committed (or earlier in its own batch),
+  // as a bet_rollback must find its bet: what a batch of the same lane in another process would break.
+  let gaps = 0
+  const consumer: StreamConsumer = {
+    name,
+    batchSize: 5,
+    interest: async () => new Map(),
+    async handle(tx, events) {
+      for (const e of events) {
+        const [row] = await tx<{ last: number | null }[]>`select max(seq) as last from stream_test_applied where consumer = ${name} and external_id = ${e.externalId}`
+        if ((row?.last ?? -1) !== (e.fields.seq as number) - 1) gaps++
+        await tx`insert into stream_test_applied (consumer, external_id, seq) values (${name}, ${e.externalId}, ${e.fields.seq as number})`
+      }
+      await tx`select pg_sleep(${0.005 + Math.random() * 0.02})`
+    },
+  }
+  const rows = streamRows(tenant, name, await playersPerLane(tenant.brand.id, 2, 2), 40)
+  await sql.begin((tx) => a.append(tx, rows))
+  a.register(consumer)
+  b.register(consumer)
+  await Promise.all([a.idle(), b.idle()])
+  for (let i = 0; i < 100 && (await sql`select 1 from event_stream where consumer = ${name} limit 1`).length; i++) await new Promise((r) => setTimeout(r, 50))
+  t.equal((await applied(name)).length, 4 * 40, 'every event applied once')
+  t.equal(gaps, 0, 'no event applied before its player\'s previous one had committed')
+})
