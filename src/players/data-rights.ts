@@ -199,6 +199,30 @@ const SCRUBBED_RAW =
 
 const PLAYER_EVENTS = "tenant_id = {tenant:UUID} AND brand_id = {brand:UUID} AND player_id = {ext:String} AND received_at <= {cutoff:DateTime64(3, 'UTC')}"
 
+/**
+ * Keeps a claimed job's lease while it runs: ClickHouse mutations (mutations_sync) queue behind others and
+ * can take longer than LEASE_SEC, and another process claiming the job then would run its stages at the
+ * same time (one deleting the copy the other just made). `attempts`, set by the claim, names the claim:
+ * a renewal or state change under an older claim finds no row, and `check()` stops the run.
+ */
+function holdJob(ctx: AppContext, job: JobRow) {
+  let lost = false
+  const renew = async () => {
+    const rows = await ctx.sql`
+      update player_erasures set lease_until = now() + ${LEASE_SEC} * interval '1 second'
+      where id = ${job.id} and attempts = ${job.attempts} and state <> 'done' returning 1`
+    if (!rows.length) lost = true
+  }
+  const timer = setInterval(() => void renew().catch((err: unknown) => ctx.log.warn({ err, erasureId: job.id }, 'erasure: lease renewal failed')), (LEASE_SEC * 1000) / 3)
+  timer.unref()
+  return {
+    check() {
+      if (lost) throw new Error('erasure claimed by another process (lease lost): stopped')
+    },
+    stop: () => clearInterval(timer),
+  }
+}
+
 async function claimJob(sql: Sql, sink: string): Promise<JobRow | undefined> {
   const [row] = await sql<JobRow[]>`
     update player_erasures set lease_until = now() + ${LEASE_SEC} * interval '1 second', attempts = attempts + 1, updated_at = now()
@@ -243,7 +267,7 @@ async function rebuildPlayerRollups(ctx: AppContext, params: Record<string, unkn
 }
 
 /** One job's ClickHouse part, from the stage it reached. Every stage can run again after a crash. */
-async function runJob(ctx: AppContext, job: JobRow): Promise<void> {
+async function runJob(ctx: AppContext, job: JobRow, held: { check(): void }): Promise<void> {
   const params = {
     tenant: job.tenant_id,
     brand: job.brand_id,
@@ -258,8 +282,10 @@ async function runJob(ctx: AppContext, job: JobRow): Promise<void> {
     await ctx.ingest?.spool.flush('all')
     // Copies a crashed earlier attempt left are removed, then the copy is made whole. Never deduplicated
     // as a repeat of that earlier insert (it would be dropped silently).
+    held.check()
     await ctx.ch.command(`ALTER TABLE events DELETE WHERE tenant_id = {tenant:UUID} AND brand_id = {brand:UUID} AND player_id = {token:String} SETTINGS mutations_sync = 2`, params)
     await deletePlayerRollups(ctx, params, '{token:String}')
+    held.check()
     // Marked as copies: rollup_buckets keeps the originals' figures and skips them (clickhouse/0011); the
     // per-player rollups take them under the token.
     await ctx.ch.command(
@@ -269,8 +295,10 @@ async function runJob(ctx: AppContext, job: JobRow): Promise<void> {
     )
     // Export pages read ahead before the copy are not served any more (src/exports/service.ts).
     await bumpExportEpoch(ctx.sql, ctx.ch.sinkId)
-    await ctx.sql`update player_erasures set state = 'deleting', updated_at = now() where id = ${job.id}`
+    const moved = await ctx.sql`update player_erasures set state = 'deleting', updated_at = now() where id = ${job.id} and attempts = ${job.attempts} returning 1`
+    if (!moved.length) throw new Error('erasure claimed by another process (lease lost): stopped')
   }
+  held.check()
   await ctx.ch.command(`ALTER TABLE events DELETE WHERE ${PLAYER_EVENTS} SETTINGS mutations_sync = 2`, params)
   await deletePlayerRollups(ctx, params, '{ext:String}')
   await rebuildPlayerRollups(ctx, params)
@@ -301,8 +329,9 @@ export function startErasureWorker(ctx: AppContext): BackgroundService {
       const job = await claimJob(ctx.sql, ctx.ch.sinkId)
       if (!job) return
       ctx.metrics?.queueAttempt('player_erasures')
+      const held = holdJob(ctx, job)
       try {
-        await runJob(ctx, job)
+        await runJob(ctx, job, held)
         ctx.log.info({ erasureId: job.id, attempts: job.attempts }, 'player erasure completed')
       } catch (err) {
         ctx.metrics?.queueFailure('player_erasures')
@@ -311,7 +340,9 @@ export function startErasureWorker(ctx: AppContext): BackgroundService {
         await ctx.sql`
           update player_erasures set lease_until = now() + ${retryIn} * interval '1 second',
             last_error = ${err instanceof Error ? err.message.slice(0, 500) : 'failed'}, updated_at = now()
-          where id = ${job.id}`.catch(() => {})
+          where id = ${job.id} and attempts = ${job.attempts}`.catch(() => {})
+      } finally {
+        held.stop()
       }
     }
   }
