@@ -460,8 +460,12 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
       const w = partWrites
       writes.push(tx`
         insert into tournament_participants (tournament_id, player_id, tenant_id, external_id, score, reached_at)
-        select * from unnest(${w.map((x) => x.tournament)}::uuid[], ${w.map((x) => x.player)}::uuid[], ${w.map((x) => x.tenant)}::uuid[],
+        select u.* from unnest(${w.map((x) => x.tournament)}::uuid[], ${w.map((x) => x.player)}::uuid[], ${w.map((x) => x.tenant)}::uuid[],
                              ${w.map((x) => x.external)}::text[], ${w.map((x) => x.score)}::numeric[], ${w.map((x) => x.reached.toISOString())}::timestamptz[])
+          as u(tournament_id, player_id, tenant_id, external_id, score, reached_at)
+        -- Only while it is active: the definitions come from a cache (up to 10 s old), and a tournament that
+        -- ended meanwhile keeps the scores and final ranks it ended with.
+        join tournaments t on t.id = u.tournament_id and t.status = 'active'
         on conflict (tournament_id, player_id) do update set score = excluded.score, reached_at = excluded.reached_at,
           version = tournament_participants.version + 1, updated_at = now()
         returning tournament_id, player_id, external_id, score, reached_at, version`.execute().then((rows) => {

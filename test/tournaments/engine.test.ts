@@ -134,3 +134,17 @@ t.test('cancelled: stops scoring and grants nothing', async (t) => {
   const [n] = await sql<{ n: number }[]>`select count(*)::int as n from point_ledger where source_id = ${tr.id}`
   t.equal(n?.n, 0, 'no prizes')
 })
+
+t.test('a tournament ended behind the engine\'s cache scores nothing more', async (t) => {
+  const tenant = await h.createTenant()
+  const tr = await create(tenant, '/tournaments', { name: 'Cached', status: 'active', game_config: { metric: 'bet_count' }, ends_at: at(Date.now() + 3600_000) })
+  await send(tenant, [bet('a', 1)])
+  await settle()
+  // Ended in the database while this process still holds the definitions as active (no bus message: as a
+  // process whose cache has not caught up yet sees it).
+  await sql`update tournaments set status = 'ended' where id = ${tr.id}`
+  await send(tenant, [bet('a', 1), bet('b', 1)])
+  await settle()
+  const rows = await sql<{ external_id: string; score: string }[]>`select external_id, score::text from tournament_participants where tournament_id = ${tr.id} order by external_id`
+  t.same(rows.map((r) => [r.external_id, Number(r.score)]), [['a', 1]], 'the scores it ended with')
+})
