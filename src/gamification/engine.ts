@@ -444,8 +444,15 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
                     ${w.map((x) => x.value)}::numeric[], ${w.map((x) => x.stage)}::int[], ${w.map((x) => x.completions)}::int[],
                     ${w.map((x) => x.period?.toISOString() ?? null)}::timestamptz[], ${w.map((x) => (x.done ? 't' : 'f'))}::text[],
                     ${w.map((x) => x.last?.toISOString() ?? null)}::timestamptz[]) as t(p, m, tn, v, s, c, ps, d, l)
-        on conflict (player_id, mission_id) do update set value = excluded.value, stage = excluded.stage, completions = excluded.completions,
-          period_start = excluded.period_start, period_done = excluded.period_done, last_completed_at = excluded.last_completed_at,
+        -- Completions only grow, and a period's done stays done: a collaborative mission's completion marks
+        -- every contributor's row from another lane (completeCollaborative), which this batch may have read
+        -- before; its stale copy must not undo that mark.
+        on conflict (player_id, mission_id) do update set value = excluded.value, stage = excluded.stage,
+          completions = greatest(player_missions.completions, excluded.completions),
+          period_start = excluded.period_start,
+          period_done = case when player_missions.period_start is not distinct from excluded.period_start
+                             then player_missions.period_done or excluded.period_done else excluded.period_done end,
+          last_completed_at = greatest(player_missions.last_completed_at, excluded.last_completed_at),
           progress = excluded.progress, updated_at = now()`.execute())
     }
     if (badgeWrites.length) {
