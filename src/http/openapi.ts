@@ -86,7 +86,9 @@ export function buildOpenApi(routes: RouteDef[], version: string): Json {
     }
     const errorStatuses = new Set<number>([500, ...(route.errors ?? [])])
     if (route.auth !== 'public') [401, 403].forEach((s) => errorStatuses.add(s))
-    if (route.params || route.query || route.body || route.brandScoped) errorStatuses.add(400)
+    // A path id that is no UUID is a 404 (router.ts); other path params (an enum, say) can be a 400.
+    const checkedParams = Object.values((route.params as { properties?: Record<string, { format?: unknown }> } | undefined)?.properties ?? {}).some((p) => p.format !== 'uuid')
+    if (checkedParams || route.query || route.body || route.brandScoped) errorStatuses.add(400)
     if (route.params) errorStatuses.add(404)
     if (route.body) errorStatuses.add(413)
     for (const status of [...errorStatuses].sort()) {
