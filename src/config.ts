@@ -31,6 +31,7 @@ const Env = Type.Object({
   WEBHOOK_RETENTION_DAYS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
   PUBLIC_BASE_URL: Type.Optional(Type.String({ pattern: '^https?://[^/]+(/.*)?$' })),
   DELIVERY_RETRY_DELAYS: Type.Optional(Type.String({ pattern: '^[0-9]+(,[0-9]+){3}$' })),
+  DELIVERY_CHECK_MAX_AGE_MS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
   TRACKING_SECRET: Type.Optional(Type.String({ minLength: 32 })),
   HTTP_ENGINE: Type.Optional(Type.Union([Type.Literal('node'), Type.Literal('uws')])),
   HTTP_HEADERS_TIMEOUT_MS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
@@ -62,6 +63,8 @@ export interface Config {
   publicBaseUrl: string
   /** Seconds before message delivery attempts 2..5. */
   deliveryRetryDelaysSec: number[]
+  /** An email whose delivery rules were checked longer ago than this when its SMTP connection frees goes back to be checked again. */
+  deliveryCheckMaxAgeMs: number
   /** Key of tracking and unsubscribe tokens; unset: generated once and kept in the database (app_secrets). */
   trackingSecret: string | undefined
   /** node: node:http, answers every request (default); uws: uWebSockets.js, faster, only behind a proxy (docs/http.md). */
@@ -132,6 +135,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     ingestFlushIntervalMs: Number(e.INGEST_FLUSH_INTERVAL_MS ?? 1000),
     publicBaseUrl: (e.PUBLIC_BASE_URL ?? `http://localhost:${port}`).replace(/\/+$/, ''),
     deliveryRetryDelaysSec: (e.DELIVERY_RETRY_DELAYS ?? '60,300,900,3600').split(',').map(Number),
+    deliveryCheckMaxAgeMs: Number(e.DELIVERY_CHECK_MAX_AGE_MS ?? 10_000),
     trackingSecret: e.TRACKING_SECRET,
     httpEngine: e.HTTP_ENGINE ?? 'node',
     httpHeadersTimeoutMs: Number(e.HTTP_HEADERS_TIMEOUT_MS ?? 10_000),

@@ -95,6 +95,8 @@ interface Claimed {
 
 interface Prepared {
   recipient: dq.Recipient
+  /** When the rules were checked (epoch ms): an email that waited too long after it is checked again. */
+  checkedAt: number
   attempts: number
   rendered: { subject: string | null; body: string }
   links: string[]
@@ -108,7 +110,7 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
   const allowPrivate = ctx.config.webhookAllowPrivate
   const http = createOutboundHttp({ connectionsPerTarget: 16, keepBodyBytes: 2048 })
   const targets = createTargetCache({ allowPrivate })
-  const email = createEmailChannel({ allowPrivate })
+  const email = createEmailChannel({ allowPrivate, maxCheckAgeMs: ctx.config.deliveryCheckMaxAgeMs })
   const telegram = createTelegramChannel({ http, targets, timeoutMs: CHANNEL_TIMEOUT_MS })
   const push = createPushChannel({ http, targets, timeoutMs: CHANNEL_TIMEOUT_MS })
   const inbox = await createInboxHub(ctx)
@@ -141,6 +143,7 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
     const prepared = await sql.begin(async (tx) => {
       await lockCapPlayers(tx, [...new Set(items.filter((i) => i.row.class === 'marketing').map((i) => i.row.player_id))])
       const checked = await checkSends(tx, items.map(({ row }) => ({ id: row.id, playerId: row.player_id, brandId: row.brand_id, channel: row.channel, class: row.class, campaignId: row.campaign_id })), now, { inFlight: true })
+      const checkedAt = Date.now()
       const out: (Prepared | null)[] = items.map(() => null)
       const settled: dq.CheckSettlement[] = []
       const toMark: { i: number; id: string; owner: string; rendered: Prepared['rendered']; links: string[] }[] = []
@@ -185,7 +188,7 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
           if (await settle(tx, row, lease, tx`status = 'failed', error = ${built.error ?? 'not renderable'}, attempts = attempts + 1`)) ended.push({ channel: row.channel, status: 'failed' })
           continue
         }
-        out[i] = { recipient, attempts: 0, settings, ...built }
+        out[i] = { recipient, checkedAt, attempts: 0, settings, ...built }
         toMark.push({ i, id: row.id, owner: lease.owner, rendered: built.rendered, links: built.links })
       }
       for (const s of await dq.settleChecks(tx, settled)) if (s.status === 'suppressed') ended.push({ channel: s.channel, status: 'suppressed' })
@@ -285,7 +288,7 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
       case 'email':
         return email.send({ brandId: row.brand_id, smtpUrl: s.smtpUrl, version: s.updatedAt.toISOString() }, {
           from: s.from, replyTo: s.replyTo, to: p.recipient.email!, subject: p.rendered.subject ?? '', html: p.wire.html!, text: p.wire.text,
-          unsubscribeUrl: trackingUrls(base, tokens, row.id).unsubscribe, notificationId: row.id,
+          unsubscribeUrl: trackingUrls(base, tokens, row.id).unsubscribe, notificationId: row.id, checkedAt: p.checkedAt,
         })
       case 'telegram': {
         const chatId = p.recipient.telegram_chat_id!
@@ -319,6 +322,7 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
   async function recordMany(items: (Claimed & { prepared: Prepared; outcome: Outcome })[]): Promise<void[]> {
     // What each attempt ended as (`retrying` when it will be tried again), reported to /metrics once committed.
     const ended: { channel: Channel; status: 'delivered' | 'bounced' | 'failed' | 'retrying' }[] = []
+    let rechecks = 0
     await sql.begin(async (tx) => {
       const delivered = items.filter((i) => i.outcome.kind === 'delivered')
       // In-app messages never get here: they are delivered where they are checked (prepareMany).
@@ -343,6 +347,10 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
           case 'failed':
             if (await settle(tx, row, lease, tx`status = 'failed', error = ${outcome.error}`)) ended.push({ channel: row.channel, status: 'failed' })
             continue
+          case 'unsent':
+            // Due at once, claimed and checked again; the attempt its in-flight mark counted is taken back.
+            if (await settle(tx, row, lease, tx`sent_at = null, attempts = greatest(attempts - 1, 0), due_at = now()`)) rechecks++
+            continue
           case 'retry': {
             if (p.attempts >= MAX_ATTEMPTS) {
               if (await settle(tx, row, lease, tx`status = 'failed', error = ${`${outcome.error} (after ${p.attempts} attempts)`}`)) ended.push({ channel: row.channel, status: 'failed' })
@@ -359,6 +367,10 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
       ctx.metrics?.outcome('message', e.status, e.channel)
       // A channel call that did not deliver is a failed attempt of the queue (the loop counts only throws).
       if (e.status !== 'delivered') ctx.metrics?.queueFailure(QUEUE_NAME)
+    }
+    if (rechecks) {
+      log.debug({ rechecks }, 'delivery: emails whose check grew old waiting for SMTP go back to be checked again')
+      loop.wake()
     }
     return items.map(() => undefined)
   }

@@ -7,7 +7,8 @@ import { SMTPServer } from 'smtp-server'
 import { startHarness } from '../helpers/harness.ts'
 import { makePlayer, ingest, outboxOf, send, waitForStatus } from './delivery-helpers.ts'
 
-const h = await startHarness(t, { env: { WEBHOOK_ALLOW_PRIVATE: 'true', DELIVERY_RETRY_DELAYS: '0,0,0,0' } })
+// DELIVERY_CHECK_MAX_AGE_MS short: an email queued behind slow ones is checked again within the test's time.
+const h = await startHarness(t, { env: { WEBHOOK_ALLOW_PRIVATE: 'true', DELIVERY_RETRY_DELAYS: '0,0,0,0', DELIVERY_CHECK_MAX_AGE_MS: '1000' } })
 
 const mails: ParsedMail[] = []
 const rcptCalls = new Map<string, number>()
@@ -24,10 +25,12 @@ const smtp = new SMTPServer({
     if (address.address.startsWith('busy')) return cb(Object.assign(new Error('4.2.1 try later'), { responseCode: 451 }))
     cb()
   },
-  onData(stream, _session, cb) {
+  onData(stream, session, cb) {
+    // A slow server for `slow-*` recipients: each such message holds its connection for 3 s.
+    const slow = session.envelope.rcptTo.some((r) => r.address.startsWith('slow-'))
     simpleParser(stream).then((m) => {
       mails.push(m)
-      cb()
+      setTimeout(() => cb(), slow ? 3000 : 0)
     }, cb)
   },
 })
@@ -190,4 +193,30 @@ t.test('a send is not delivered when the brand has no email settings', async (t)
   const sent = await send(h, tenant, { player_id: player.id, channel: 'email', payload: { body: 'x' } })
   const n = await waitForStatus(h, tenant, sent.notification_id, ['failed', 'delivered'])
   t.match(n, { status: 'failed', error: 'the email channel is not configured for the brand' })
+})
+
+t.test('an email that waited for a connection past its check is checked again: a player who self-excluded meanwhile gets nothing', async (t) => {
+  const tenant = await emailTenant()
+  const stamp = Date.now()
+  const slow = await Promise.all([0, 1, 2, 3, 4].map((i) => makePlayer(h, tenant, { email: `slow-${i}-${stamp}@example.com`, consent: ['email'] })))
+  const late = await makePlayer(h, tenant, { email: `late-${stamp}@example.com`, consent: ['email'] })
+  const inFlight = async (ids: string[]) => {
+    for (let i = 0; i < 200; i++) {
+      const [row] = await h.app.ctx.sql<{ n: number }[]>`select count(*)::int as n from notifications where id = any(${ids}::uuid[]) and sent_at is not null`
+      if (row!.n === ids.length) return
+      await new Promise((r) => setTimeout(r, 25))
+    }
+    throw new Error('not in flight')
+  }
+  // The brand's five SMTP connections, each held 3 s by a slow message.
+  const slowSends = await Promise.all(slow.map((p) => send(h, tenant, { player_id: p.id, channel: 'email', payload: { subject: 'S', body: 'slow' } })))
+  await inFlight(slowSends.map((s) => s.notification_id))
+  // Checked now, then waiting for a connection; meanwhile the player self-excludes.
+  const queued = await send(h, tenant, { player_id: late.id, channel: 'email', payload: { subject: 'Promo', body: 'late' } })
+  await inFlight([queued.notification_id])
+  t.equal((await h.request('PATCH', `/players/${late.id}`, { key: tenant.key, body: { status: 'self_excluded' } })).status, 200)
+  const n = await waitForStatus(h, tenant, queued.notification_id, ['suppressed', 'delivered', 'failed'])
+  t.match(n, { status: 'suppressed', attempts: 0 }, 'checked again before it went: suppressed, no attempt counted')
+  for (const s of slowSends) t.equal((await waitForStatus(h, tenant, s.notification_id, ['delivered', 'failed'])).status, 'delivered')
+  t.notOk(mails.some((m) => (m.to as { text: string }).text === `late-${stamp}@example.com`), 'nothing reached the SMTP server for that player')
 })

@@ -22,6 +22,8 @@ export interface EmailMessage {
   text: string
   unsubscribeUrl: string
   notificationId: string
+  /** When its delivery rules were checked (epoch ms). */
+  checkedAt: number
 }
 
 interface PooledTransport {
@@ -38,11 +40,32 @@ export interface EmailBrand {
 export interface SmtpOptions {
   allowPrivate: boolean
   maxConnections?: number
+  /** A message checked longer ago than this when a connection frees for it is handed back unsent. */
+  maxCheckAgeMs?: number
 }
 
 /** The SMTP senders themselves, on the thread that calls them (the worker's). */
 export function createSmtpSender(opts: SmtpOptions) {
   const transports = new Map<string, Promise<PooledTransport>>()
+  // Per brand, as many sends at once as the pool has connections; the rest wait here, in order, where
+  // the age of their check can be looked at when their turn comes (nodemailer's own queue hides it).
+  const maxConnections = opts.maxConnections ?? 5
+  const gates = new Map<string, { running: number; waiting: (() => void)[] }>()
+  const acquire = (brandId: string): Promise<void> => {
+    let g = gates.get(brandId)
+    if (!g) gates.set(brandId, (g = { running: 0, waiting: [] }))
+    if (g.running < maxConnections) {
+      g.running++
+      return Promise.resolve()
+    }
+    return new Promise((resolve) => g.waiting.push(resolve))
+  }
+  const release = (brandId: string) => {
+    const g = gates.get(brandId)!
+    const next = g.waiting.shift()
+    if (next) next() // the slot passes on
+    else if (--g.running === 0) gates.delete(brandId)
+  }
 
   async function build(smtpUrl: string, version: string): Promise<PooledTransport> {
     const t = smtpTarget(smtpUrl)
@@ -86,7 +109,11 @@ export function createSmtpSender(opts: SmtpOptions) {
       } catch (err) {
         return { kind: 'retry', error: err instanceof UrlPolicyError ? `smtp host refused: ${err.message}` : `smtp: ${(err as Error).message}` }
       }
+      await acquire(brand.brandId)
       try {
+        // Waited behind slow sends long enough that the player may have self-excluded or withdrawn
+        // consent meanwhile: back to the dispatcher, to be checked again before it goes.
+        if (Date.now() - m.checkedAt > (opts.maxCheckAgeMs ?? 10_000)) return { kind: 'unsent', reason: 'its check is too old' }
         const info = await transport.sendMail({
           from: m.from,
           to: m.to,
@@ -109,6 +136,8 @@ export function createSmtpSender(opts: SmtpOptions) {
           return { kind: 'bounced', error: `smtp ${e.responseCode}: ${e.response ?? e.message}` }
         }
         return { kind: 'retry', error: `smtp${e.responseCode ? ` ${e.responseCode}` : ''}: ${e.response ?? e.message}` }
+      } finally {
+        release(brand.brandId)
       }
     },
     close() {

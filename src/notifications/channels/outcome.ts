@@ -8,6 +8,11 @@ export type Outcome =
   | { kind: 'retry'; error: string; retryAfterSec?: number }
   /** Permanent; the contact point was removed where the channel said so (Telegram 403, push 404/410). */
   | { kind: 'failed'; error: string }
+  /**
+   * Not sent, nor tried: its rules' check grew too old while it waited for a connection. Due again at
+   * once, to be checked again (responsible gaming: checked right before sending); no attempt counted.
+   */
+  | { kind: 'unsent'; reason: string }
 
 /** Retry-After as seconds (delta-seconds or an HTTP date), or undefined. */
 export function retryAfterSeconds(value: string | string[] | undefined, now = Date.now()): number | undefined {
