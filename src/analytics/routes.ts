@@ -3,7 +3,7 @@ import { defineRoute, type RouteDef } from '../http/route.ts'
 import { data } from '../lib/schemas.ts'
 import { Cohorts, CohortsQuery, ReportQuery, ReportRow, RevenueQuery, RevenueRow, Summary, TimeseriesQuery, TimeseriesRow } from './schemas.ts'
 import * as analytics from './service.ts'
-import { parseFrom, parseTz } from './time.ts'
+import { parseFrom, parseTz, zoneKnownTo } from './time.ts'
 
 const tags = ['analytics']
 const errors = [403]
@@ -24,7 +24,7 @@ export const analyticsRoutes: RouteDef[] = [
     summary: 'One row per day in tz, from the day of `from` to today',
     query: TimeseriesQuery, responses: { 200: data(Type.Array(TimeseriesRow)) },
     handler: async (ctx, req) => {
-      const tz = parseTz(req.query.tz)
+      const tz = await zoneKnownTo(ctx.ch, parseTz(req.query.tz))
       const from = parseFrom(req.query.from, tz)
       const brand = await req.resolveBrand()
       return { data: await analytics.timeseries(ctx, { tenantId: req.principal.tenantId, brandId: brand.id }, { from, tz }) }
@@ -36,7 +36,7 @@ export const analyticsRoutes: RouteDef[] = [
     description: 'Player dimensions (country, device, os, browser, platform) key each player by their latest value; game, provider and category key the game events (ngr null, deposits {}). `from` defaults to all time.',
     query: RevenueQuery, responses: { 200: data(Type.Array(RevenueRow)) },
     handler: async (ctx, req) => {
-      const tz = parseTz(req.query.tz)
+      const tz = await zoneKnownTo(ctx.ch, parseTz(req.query.tz))
       const from = parseFrom(req.query.from, tz)
       const brand = await req.resolveBrand()
       return { data: await analytics.revenue(ctx, { tenantId: req.principal.tenantId, brandId: brand.id }, { dimension: req.query.dimension, from, tz }) }

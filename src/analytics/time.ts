@@ -1,16 +1,35 @@
 // Time zones and dates of the analytics routes: `tz` is any IANA zone (validated), `from` a date-time or
 // a date (midnight in `tz`). Day and hour boundaries are computed by ClickHouse in that zone, so DST days
 // have 23 or 25 hours; here only the parsing and the list of calendar days.
+import type { ClickHouse } from '../db/clickhouse.ts'
 import { badRequest } from '../errors.ts'
 import { isTimeZone, localDate as localDateOf, startOfLocalDay } from '../lib/zoned-time.ts'
 
 const field = (name: string, message: string) => badRequest(`invalid ${name}`, { errors: [{ in: 'query', field: name, message }] })
 
-/** An IANA zone name (`Europe/Rome`, `UTC`); offsets and unknown names are a 400. */
+/**
+ * An IANA zone name (`Europe/Rome`, `UTC`); offsets and unknown names are a 400. Returned in its canonical
+ * spelling: Intl takes `utc` or `europe/rome` (case-insensitive) and some aliases, ClickHouse only the
+ * names it has, exactly (see zoneKnownTo).
+ */
 export function parseTz(tz: string | undefined): string {
   if (tz === undefined) return 'UTC'
   if (!/^[A-Za-z][A-Za-z0-9_+\-]*(\/[A-Za-z0-9_+\-]+)*$/.test(tz) || tz.length > 64) throw field('tz', 'must be an IANA time zone name, e.g. Europe/Rome')
   if (!isTimeZone(tz)) throw field('tz', `unknown time zone: ${tz}`)
+  return new Intl.DateTimeFormat('en', { timeZone: tz }).resolvedOptions().timeZone
+}
+
+const clickHouseZones = new WeakMap<ClickHouse, Promise<Set<string>>>()
+
+/** A 400 unless ClickHouse knows the zone too (its time zone database may be older or newer than Node's). */
+export async function zoneKnownTo(ch: ClickHouse, tz: string): Promise<string> {
+  let zones = clickHouseZones.get(ch)
+  if (!zones) {
+    zones = ch.query<{ name: string }>('SELECT time_zone AS name FROM system.time_zones').then((rows) => new Set(rows.map((r) => r.name)))
+    zones.catch(() => clickHouseZones.delete(ch))
+    clickHouseZones.set(ch, zones)
+  }
+  if (!(await zones).has(tz)) throw field('tz', `time zone not supported by the analytics store: ${tz}`)
   return tz
 }
 
@@ -41,7 +60,11 @@ function validDate(s: string): boolean {
 export function parseFrom(from: string | undefined, tz: string): number | undefined {
   if (from === undefined) return undefined
   const message = 'must be an ISO 8601 date-time with a zone (2026-05-01T00:00:00Z) or a date (2026-05-01)'
-  if (validDate(from)) return startOfLocalDate(from, tz)
+  if (validDate(from)) {
+    const ms = startOfLocalDate(from, tz)
+    if (ms < Date.UTC(1970, 0, 1)) throw field('from', 'must not be before 1970')
+    return ms
+  }
   if (!DATE_TIME_RE.test(from) || !validDate(from.slice(0, 10))) throw field('from', message)
   const ms = Date.parse(from.replace(' ', 'T'))
   const [hh, mm, ss] = [Number(from.slice(11, 13)), Number(from.slice(14, 16)), Number(from.slice(17, 19) || 0)]
