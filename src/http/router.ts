@@ -157,12 +157,24 @@ function handle(ctx: AppContext, route: CompiledRoute, res: HttpResponse, req: H
   const rawParams = route.paramNames.length === 0 ? NO_PARAMS : route.paramNames.map((_, i) => req.getParameter(i) ?? '')
   const meta: Meta = { requestId, started, method: route.def.method, path: req.getUrl(), route: route.def.path, tenantId: undefined as string | undefined }
 
-  const respond = (result: unknown) => {
-    const replyObj = result instanceof Reply ? result : new Reply(route.successStatus, result)
-    if (isStream(replyObj.body)) return void sendStream(ctx, res, conn, replyObj, replyObj.body, meta)
-    send(ctx, res, conn, replyObj.status, serialize(replyObj), replyObj.contentType, replyObj.headers, meta)
+  const fail = (err: unknown) => {
+    try {
+      sendError(ctx, res, conn, err, requestId, meta)
+    } catch (e) {
+      ctx.log.error({ err: e, cause: err, reqId: requestId }, 'http: the error response could not be written')
+    }
   }
-  const fail = (err: unknown) => sendError(ctx, res, conn, err, requestId, meta)
+  // A reply the engine refuses (a header value node will not write, say) is a 500 for this request:
+  // thrown here it would be an unhandled rejection, which ends the process.
+  const respond = (result: unknown) => {
+    try {
+      const replyObj = result instanceof Reply ? result : new Reply(route.successStatus, result)
+      if (isStream(replyObj.body)) return void sendStream(ctx, res, conn, replyObj, replyObj.body, meta)
+      send(ctx, res, conn, replyObj.status, serialize(replyObj), replyObj.contentType, replyObj.headers, meta)
+    } catch (err) {
+      fail(err)
+    }
+  }
   // Synchronous when it can be (cached key, synchronous handler): uWS then writes pipelined responses
   // together in one corked batch, which is most of the gap between a router and a bare handler.
   const run = (body: Buffer | undefined) => {

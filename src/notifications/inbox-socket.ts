@@ -154,7 +154,13 @@ export async function createInboxHub(ctx: Pick<AppContext, 'config' | 'sql' | 'p
       })
       server.on('upgrade', (req, socket: Duplex, head: Buffer) => {
         socket.on('error', () => socket.destroy())
-        const url = new URL(req.url ?? '/', 'http://inbox')
+        let url: URL
+        try {
+          url = new URL(req.url ?? '/', 'http://inbox')
+        } catch {
+          // A target no URL parser takes (`//host:99999/`): thrown here it would end the process.
+          return refuseUpgrade(socket, '400 Bad Request', JSON.stringify({ error: 'malformed request target', code: 'BAD_REQUEST' }))
+        }
         if (url.pathname !== INBOX_PATH) return refuseUpgrade(socket, '404 Not Found', JSON.stringify({ error: 'not found', code: 'NOT_FOUND' }))
         playerOfInboxToken(ctx, url.searchParams.get('token') ?? '').then(
           (playerId) => {

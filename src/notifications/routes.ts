@@ -232,7 +232,15 @@ notificationRoutes.push(
     handler: async (ctx, req) => {
       const url = await engagement.recordClick(ctx, req.params.token)
       if (!url) throw notFound('tracking token')
-      return reply(302, '', { location: url, 'cache-control': 'no-store' }, 'text/plain')
+      // As a header value: non-ASCII percent-encoded, tabs and newlines dropped (WHATWG URL), so a link
+      // such as https://ru.wikipedia.org/wiki/Москва is a valid Location (a raw one is refused by node).
+      let location: string
+      try {
+        location = new URL(url).href
+      } catch {
+        throw notFound('tracking link')
+      }
+      return reply(302, '', { location, 'cache-control': 'no-store' }, 'text/plain')
     },
   }),
   definePublicRoute({

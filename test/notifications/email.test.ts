@@ -220,3 +220,22 @@ t.test('an email that waited for a connection past its check is checked again: a
   for (const s of slowSends) t.equal((await waitForStatus(h, tenant, s.notification_id, ['delivered', 'failed'])).status, 'delivered')
   t.notOk(mails.some((m) => (m.to as { text: string }).text === `late-${stamp}@example.com`), 'nothing reached the SMTP server for that player')
 })
+
+t.test('a link with characters a header cannot carry redirects percent-encoded, and the server lives on', async (t) => {
+  const tenant = await emailTenant()
+  const address = `intl-${Date.now()}@example.com`
+  const player = await makePlayer(h, tenant, { email: address, consent: ['email'] })
+  const body = '<a href="https://ru.wikipedia.org/wiki/Москва">city</a> <a href="https://casino.example/a&#10;b?q=–">odd</a>'
+  const sent = await send(h, tenant, { player_id: player.id, channel: 'email', payload: { subject: 'S', body } })
+  await waitForStatus(h, tenant, sent.notification_id, ['delivered'])
+  const mail = await mailTo(address)
+  const clicks = [...(mail.html as string).matchAll(/href="([^"]*\/t\/c\/[^"]+)"/g)].map((m) => m[1]!)
+  t.equal(clicks.length, 2)
+  const first = await fetch(h.origin + pathOf(clicks[0]!), { redirect: 'manual' })
+  t.equal(first.status, 302)
+  t.equal(first.headers.get('location'), 'https://ru.wikipedia.org/wiki/%D0%9C%D0%BE%D1%81%D0%BA%D0%B2%D0%B0')
+  const second = await fetch(h.origin + pathOf(clicks[1]!), { redirect: 'manual' })
+  t.equal(second.status, 302)
+  t.equal(second.headers.get('location'), 'https://casino.example/ab?q=%E2%80%93', 'the newline dropped, the dash encoded')
+  t.equal((await h.request('GET', '/health')).status, 200, 'still serving')
+})

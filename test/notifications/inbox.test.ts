@@ -3,6 +3,7 @@
 import t from 'tap'
 import WebSocket from 'ws'
 import { startHarness } from '../helpers/harness.ts'
+import { rawRequest } from '../helpers/raw-http.ts'
 import { makePlayer, outboxOf, send, waitForStatus } from './delivery-helpers.ts'
 
 const h = await startHarness(t)
@@ -198,4 +199,12 @@ t.test('tenant isolation on the inbox, notification and contact routes', async (
   t.equal((await h.request('GET', `/players/${player.id}/push-subscriptions`, { key: k })).status, 404)
   const otherPlayer = await makePlayer(h, other)
   t.equal((await h.request('POST', `/players/${otherPlayer.id}/inbox/${sent.notification_id}/read`, { key: k })).status, 404, "another tenant's message id")
+})
+
+t.test('an upgrade request with a target no URL parser takes is a 400, and the server lives on', async (t) => {
+  for (const target of ['//example.com:99999/', '//%zz/']) {
+    const res = await rawRequest(h.app.port, [`GET ${target} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`], { waitMs: 3000 })
+    t.equal(res.statuses[0], 400, target)
+  }
+  t.equal((await h.request('GET', '/health')).status, 200, 'still serving')
 })
