@@ -97,8 +97,9 @@ export function validateMissionRules(type: string, rules: unknown): FieldError[]
         if (isObj(s)) out.push(...validateRewards(s.rewards, `rules.stages.${i}.rewards`))
       })
     }
-  } else if (typeof rules.target !== 'number' || !(rules.target > 0) || rules.target > 1e15) {
-    out.push(err('rules.target', 'required: a number > 0'))
+  } else {
+    if (typeof rules.target !== 'number' || !(rules.target > 0) || rules.target > 1e15) out.push(err('rules.target', 'required: a number > 0'))
+    if (rules.stages !== undefined) out.push(err('rules.stages', 'only progressive missions have stages'))
   }
   if (rules.timezone !== undefined && !isTimeZone(rules.timezone)) out.push(err('rules.timezone', 'must be an IANA time zone'))
   if (rules.opt_in !== undefined && typeof rules.opt_in !== 'boolean') out.push(err('rules.opt_in', 'must be a boolean'))

@@ -49,6 +49,9 @@ t.test('create and patch validation: enums, max_completions ≥ 1, date-times, e
   await expect400(t, h, tenant.key, 'POST', path, { ...ok, starts_at: 'tomorrow' }, 'starts_at')
   await expect400(t, h, tenant.key, 'POST', path, { ...ok, ends_at: '2026-01-01' }, 'ends_at')
   await expect400(t, h, tenant.key, 'POST', path, { ...ok, rules: 'x' }, 'rules')
+  // Stages belong to progressive missions; on another type they were walked unchecked (a 500).
+  await expect400(t, h, tenant.key, 'POST', path, { ...ok, rules: { event_type: 'bet', target: 1, stages: [{ rewards: { points: [null] } }] } }, 'rules.stages')
+  await expect400(t, h, tenant.key, 'POST', path, { ...ok, rules: { event_type: 'bet', target: 1, stages: [{ rewards: { points: [{ amount: 1 }] } }] } }, 'rules.stages')
   await expect400(t, h, tenant.key, 'POST', path, { ...ok, starts_at: '2026-02-01T00:00:00Z', ends_at: '2026-01-01T00:00:00Z' }, 'ends_at')
   const nulls = await h.request('POST', path, { key: tenant.key, body: { ...ok, max_completions_per_player: null, starts_at: null, description: null } })
   t.equal(nulls.status, 201)
