@@ -148,11 +148,12 @@ export function pgErrorCode(err: unknown): string | undefined {
 /**
  * SQLSTATEs by which PostgreSQL refuses a value it was given, rather than the query itself: text too long
  * (22001), a number or date out of range (22003, 22008), a malformed value (22007, 22P02), a NUL character
- * in text (22021) or in jsonb (22P05), a failed CHECK constraint (23514), JSON nested deeper than the
+ * in text (22021) or in jsonb (22P05), a failed CHECK constraint (23514), a value too big for an index
+ * entry (54000: e.g. a 2,000-character non-ASCII URL in a unique index), JSON nested deeper than the
  * server's stack (54001). Every value reaches a query from a validated request, so these are the caller's
  * mistake: the HTTP layer answers them with 400, never 500.
  */
-const REFUSED_VALUE_CODES = new Set(['22001', '22003', '22007', '22008', '22021', '22P02', '22P05', '23514', '54001'])
+const REFUSED_VALUE_CODES = new Set(['22001', '22003', '22007', '22008', '22021', '22P02', '22P05', '23514', '54000', '54001'])
 
 export function isRefusedValue(err: unknown): boolean {
   const code = pgErrorCode(err)

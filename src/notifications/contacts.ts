@@ -51,10 +51,15 @@ export async function addPushSubscription(deps: Deps, v: Visibility & { playerId
   const errors = []
   if (b64Length(v.body.keys.p256dh) !== 65) errors.push({ in: 'body', field: 'keys.p256dh', message: 'must be a 65-byte P-256 public key' })
   if (b64Length(v.body.keys.auth) !== 16) errors.push({ in: 'body', field: 'keys.auth', message: 'must be a 16-byte secret' })
-  try {
-    await checkUrl(v.body.endpoint, { allowPrivate: deps.config.webhookAllowPrivate })
-  } catch (err) {
-    errors.push({ in: 'body', field: 'endpoint', message: err instanceof UrlPolicyError ? err.message : `cannot be resolved: ${(err as Error).message}` })
+  // The unique index on (player, endpoint) takes ~2,700 bytes: 2,048 characters of non-ASCII text are more.
+  if (Buffer.byteLength(v.body.endpoint) > 2048) {
+    errors.push({ in: 'body', field: 'endpoint', message: 'must be at most 2,048 bytes as UTF-8' })
+  } else {
+    try {
+      await checkUrl(v.body.endpoint, { allowPrivate: deps.config.webhookAllowPrivate })
+    } catch (err) {
+      errors.push({ in: 'body', field: 'endpoint', message: err instanceof UrlPolicyError ? err.message : `cannot be resolved: ${(err as Error).message}` })
+    }
   }
   if (errors.length) throw badRequest('invalid push subscription', { errors })
   const [row] = await deps.sql<{ id: string; endpoint: string; created_at: Date }[]>`

@@ -28,6 +28,13 @@ t.test('every outbound target passes the URL policy', async (t) => {
   })
   t.equal(push.status, 400)
   t.same(fields(push), ['endpoint'])
+  // 2,048 characters, but ~6 KB as UTF-8: more than the unique index takes (it was a 500).
+  const wide = await h.request('POST', `/players/${player.id}/push-subscriptions`, {
+    key: tenant.key,
+    body: { endpoint: `https://fcm.googleapis.com/fcm/send/${'推'.repeat(2000)}`, keys: { p256dh: `B${'A'.repeat(86)}`, auth: 'A'.repeat(22) } },
+  })
+  t.equal(wide.status, 400)
+  t.same(fields(wide), ['endpoint'])
   const read = await h.request('GET', '/settings/channels', { key: tenant.key })
   t.same(read.body.data, { email: null, telegram: null, push: null, in_app: null }, 'nothing stored')
 })
