@@ -40,6 +40,36 @@ export function validateIngestBody(body: unknown): IncomingEvent[] {
 }
 type EventBatch = { events: IncomingEvent[] }
 
+const HALF_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+
+/**
+ * Text PostgreSQL cannot store, refused with a 400 before anything is written: a NUL character (`\u0000`)
+ * or half of a surrogate pair (a cut emoji, `\ud83d`). Accepted, such an event failed inside the ingest
+ * transaction, and the request got a 503 asking for a retry that could never succeed. JSON carries them
+ * only escaped, so a byte search of the raw body spares the walk for every other request.
+ */
+function refuseUnstorableText(raw: Buffer | undefined, events: IncomingEvent[], isBatch: boolean): void {
+  if (!raw || !(raw.includes('\\u0000') || raw.includes('\\ud') || raw.includes('\\uD'))) return
+  const unstorable = (v: string) => v.includes('\u0000') || HALF_SURROGATE.test(v)
+  const find = (v: unknown, path: string): string | undefined => {
+    if (typeof v === 'string') return unstorable(v) ? path : undefined
+    if (typeof v !== 'object' || v === null) return undefined
+    for (const [k, x] of Object.entries(v)) {
+      const at = path ? `${path}.${k}` : k
+      if (unstorable(k)) return at
+      const found = find(x, at)
+      if (found) return found
+    }
+    return undefined
+  }
+  const errors: FieldError[] = []
+  events.forEach((e, i) => {
+    const field = find(e, isBatch ? `events.${i}` : '')
+    if (field) errors.push({ in: 'body', field, message: 'must not contain a NUL character or half of a UTF-16 surrogate pair' })
+  })
+  if (errors.length) throw badRequest('invalid event', { errors })
+}
+
 export const ingestRoute = defineRoute({
   method: 'POST',
   path: '/events',
@@ -59,6 +89,7 @@ export const ingestRoute = defineRoute({
   errors: [429, 503],
   handler: async (ctx: AppContext, req) => {
     const events = validateIngestBody(req.body)
+    refuseUnstorableText(req.rawBody, events, typeof req.body === 'object' && req.body !== null && 'events' in req.body)
     const brand = await req.resolveBrand()
     const ingest = ctx.ingest
     if (ingest) await ingest.limiter.hit(req.principal.tenantId)

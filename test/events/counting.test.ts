@@ -80,7 +80,16 @@ t.test('validation: 0 and 101 events, a 129-character event_id, bad timestamp; n
   t.equal(badPayload.status, 400)
   const malformed = await h.request('POST', '/events', { key: tenant.key, rawBody: '{"events": [', headers: { 'content-type': 'application/json' } })
   t.equal(malformed.status, 400)
-  t.equal(await storedCount(h, tenant.id), 101)
+  // Text PostgreSQL cannot store: a 400 naming the field (it was a 503 asking for a retry forever).
+  const nul = await post(h, tenant.key, { events: [ev(), ev({ player_id: 'p\u0000x' })] })
+  t.equal(nul.status, 400)
+  t.same(nul.body.details.errors.map((e: { field: string }) => e.field), ['events.1.player_id'])
+  const half = await h.request('POST', '/events', { key: tenant.key, rawBody: JSON.stringify(ev({ payload: { note: 'x' } })).replace('"x"', '"cut \\ud83d"'), headers: { 'content-type': 'application/json' } })
+  t.equal(half.status, 400)
+  t.same(half.body.details.errors.map((e: { field: string }) => e.field), ['payload.note'])
+  const pair = await h.request('POST', '/events', { key: tenant.key, rawBody: JSON.stringify(ev({ payload: { note: 'x' } })).replace('"x"', '"ok \\ud83d\\ude00"'), headers: { 'content-type': 'application/json' } })
+  t.equal(pair.status, 200, 'a whole surrogate pair (an emoji) is fine')
+  t.equal(await storedCount(h, tenant.id), 102)
 })
 
 t.test('scope: read-only key is 403, ingestion-only key works, api_key query works, no key 401', async (t) => {
