@@ -9,6 +9,7 @@
 // serialise per player and cannot deadlock), read their state in a few set-based queries, fold the events
 // in order in JS (periods, stages, caps, rollbacks), and write the state back set-based. Rewards (points,
 // badges, bonuses) and their webhooks go through rewards.ts on the same transaction.
+import { createHash } from 'node:crypto'
 import type { ReservedSql, TransactionSql } from 'postgres'
 import type { AppContext } from '../context.ts'
 import type { Sql } from '../db/postgres.ts'
@@ -67,6 +68,16 @@ const inWindow = (t: number, start: number | null, end: number | null) => (start
 const ms = (d: unknown) => (d == null ? null : new Date(d as string).getTime())
 
 /** Exact decimal arithmetic in micro-units (amounts carry ≤ 6 decimals; sums exact up to ~9e9 units). */
+/**
+ * A round's key in gamification_round_credits: the operator's round_id, or its SHA-256 when longer than
+ * 200 characters (an index entry holds ~2,700 bytes: a longer id failed the credit's insert, and the
+ * event's whole effect was set aside).
+ */
+function roundKey(roundId: unknown): string | null {
+  if (typeof roundId !== 'string') return null
+  return roundId.length > 200 ? `sha256:${createHash('sha256').update(roundId).digest('hex')}` : roundId
+}
+
 const micros = (s: string | number) => {
   const m = toMicros(s)
   return Number.isNaN(m) ? Math.round(Number(s) * 1e6) || 0 : m
@@ -175,7 +186,7 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
       if (!e.playerId) continue
       const d = defs.get(e.brandId) as BrandDefs
       const t = e.eventTime.getTime()
-      const roundId = typeof e.fields.round_id === 'string' ? e.fields.round_id : null
+      const roundId = roundKey(e.fields.round_id)
       const rolledBack = e.type === 'bet_rollback' ? 'bet' : e.type === 'win_rollback' ? 'win' : null
       const kind = e.type === 'bet' || e.type === 'win' ? e.type : rolledBack
       let touched = false
@@ -232,7 +243,7 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
       rollbackRounds.length
         ? tx<{ target_id: string; player_id: string; round_id: string; kind: string; amount: string; period_start: Date | null }[]>`
             select * from gamification_round_credits where player_id = any(${rollbackRounds.map((e) => e.playerId)}::uuid[])
-              and round_id = any(${rollbackRounds.map((e) => e.fields.round_id as string)}::text[])`
+              and round_id = any(${rollbackRounds.map((e) => roundKey(e.fields.round_id) as string)}::text[])`
         : [],
     ])
     const credits = new Map(creditRows.map((c) => [`${c.player_id}|${c.round_id}|${c.kind}|${c.target_id}`, c]))

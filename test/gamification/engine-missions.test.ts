@@ -1,6 +1,7 @@
 // Missions driven by ingested events (contract-engines §5): every type from a known event stream with
 // exact progress, periods in a non-UTC zone across midnight and a Monday, stages in order, collaborative
 // rewards to contributors only, opt-in, windows, rollbacks, max completions, duplicates, tenants.
+import { randomBytes } from 'node:crypto'
 import t from 'tap'
 import { periodStart } from '../../src/gamification/periods.ts'
 import { startHarness } from '../helpers/harness.ts'
@@ -206,6 +207,13 @@ t.test('rollbacks take back what their bet added (same round), never below 0, no
     { player_id: 'p1', event_type: 'deposit', payload: { amount: 5, currency: 'EUR' } },
   ])
   t.equal((await state(pid, dep.id))?.value, '1', 'the failed deposit does not count')
+  // A round id of several KB that does not compress (an operator's opaque token): counted and taken back
+  // like any other (as a key of the round's credits it exceeded an index entry: the event was set aside).
+  const long = `round-${randomBytes(6000).toString('base64')}`
+  await send(tenant, [bet('p1', 100, { round_id: long })])
+  t.equal((await state(pid, sum.id))?.value, '115', 'a bet with an 8 KB round id counts')
+  await send(tenant, [{ player_id: 'p1', event_type: 'bet_rollback', payload: { amount: 100, currency: 'EUR', round_id: long } }])
+  t.equal((await state(pid, sum.id))?.value, '15', 'and its rollback takes it back')
 })
 
 t.test('max_completions_per_player caps daily completions across periods', async (t) => {
