@@ -2,8 +2,8 @@
 // each acknowledged event is applied once per consumer (duplicates never), a throwing handler retries
 // without losing or repeating, and interest changes apply from the next group. The crash half (kill -9
 // while events stream) is in test/gamification/crash.test.ts, through the gamification consumer.
-import t from 'tap'
-import { createEventStream, emptyStreamColumns, type InterestEntry, type StreamColumns, type StreamConsumer, type StreamEvent } from '../../src/engine/event-stream.ts'
+import t, { type Test } from 'tap'
+import { createEventStream, emptyStreamColumns, type EventStream, type InterestEntry, type StreamColumns, type StreamConsumer, type StreamEvent } from '../../src/engine/event-stream.ts'
 import { startHarness } from '../helpers/harness.ts'
 import { ev, post } from '../events/helpers.ts'
 
@@ -224,14 +224,18 @@ t.test('four loops: each player\'s events applied in stream order, every event o
   if (h.app.ctx.pg.kind === 'postgres') t.ok(stats.maxInFlight > 1, `lanes applied batches at the same time (at most ${stats.maxInFlight})`)
 })
 
+/** Two event streams on one database, as two processes would run them, with these loop counts. */
+function twoProcesses(t: Test, loopsA: number, loopsB: number) {
+  const streams = [loopsA, loopsB].map((loops) => createEventStream({ sql, bus: h.app.ctx.bus, log: h.app.ctx.log, loops, pollMs: 50 }))
+  t.teardown(async () => {
+    for (const s of streams) await s.stop()
+  })
+  return streams as [EventStream, EventStream]
+}
+
 t.test('two processes with different loop counts share a consumer: every event exactly once', async (t) => {
   const tenant = await h.createTenant()
-  const a = createEventStream({ sql, bus: h.app.ctx.bus, log: h.app.ctx.log, loops: 4, pollMs: 50 })
-  const b = createEventStream({ sql, bus: h.app.ctx.bus, log: h.app.ctx.log, loops: 3, pollMs: 50 })
-  t.teardown(async () => {
-    await a.stop()
-    await b.stop()
-  })
+  const [a, b] = twoProcesses(t, 4, 3)
   const stats = { inFlight: 0, maxInFlight: 0 }
   a.register(recordingConsumer('t_shared', stats))
   b.register(recordingConsumer('t_shared', stats))
@@ -253,12 +257,7 @@ t.test('two processes with different loop counts share a consumer: every event e
 
 t.test('two processes with the same loop count: each player\'s events applied in order across them', async (t) => {
   const tenant = await h.createTenant()
-  const a = createEventStream({ sql, bus: h.app.ctx.bus, log: h.app.ctx.log, loops: 2, pollMs: 50 })
-  const b = createEventStream({ sql, bus: h.app.ctx.bus, log: h.app.ctx.log, loops: 2, pollMs: 50 })
-  t.teardown(async () => {
-    await a.stop()
-    await b.stop()
-  })
+  const [a, b] = twoProcesses(t, 2, 2)
   const name = 't_ordered'
   // Each event must find its player's previous one applied and committed (or earlier in its own batch),
   // as a bet_rollback must find its bet: what a batch of the same lane in another process would break.
