@@ -88,10 +88,15 @@ export async function updateEndpoint(
   return row!
 }
 
-/** Pending deliveries of a resumed endpoint are due at once. */
+/**
+ * Pending deliveries of a resumed endpoint are due at once. Not one under a live lease: an attempt in
+ * flight holds its lease (holdLease), and clearing it would let another claim POST it again meanwhile. A
+ * process that claimed one while the endpoint was inactive and postpones it now reads the endpoint as
+ * active in that same statement (postponeWhileInactive) and makes it due at once itself.
+ */
 export const resumeDeliveries = (sql: Db, endpointId: string) =>
-  // The lease goes too: a process that claimed one while the endpoint was inactive must not postpone it now.
-  sql`update webhook_deliveries set run_at = now(), next_attempt_at = now(), lease_owner = null where endpoint_id = ${endpointId} and status = 'pending'`
+  sql`update webhook_deliveries set run_at = now(), next_attempt_at = now(), lease_owner = null
+      where endpoint_id = ${endpointId} and status = 'pending' and (lease_owner is null or run_at <= now())`
 
 export const deleteEndpoint = (sql: Db, v: Visibility & { id: string }) =>
   sql`delete from webhook_endpoints where id = ${v.id} and ${visibleTo(sql, v)} returning id`

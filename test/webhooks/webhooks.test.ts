@@ -374,8 +374,16 @@ t.test('outbound webhooks', async (t) => {
     await sleep(1500)
     t.equal(rx.at(p).length, attemptsBefore, 'its pending delivery waits')
     rx.on(p, (_r, res) => res.end('back'))
+    // A delivery whose attempt is in flight (a live lease) keeps it: cleared, another claim would send it again.
+    const [inFlight] = await h.app.ctx.sql<{ id: string }[]>`
+      insert into webhook_deliveries (tenant_id, endpoint_id, event, body, status, lease_owner, run_at)
+      values (${tenant.id}, ${e.id}, 'webhook.ping', '{}', 'pending', 'in-flight:1', now() + interval '1 minute') returning id`
     const resumed = await h.request('PATCH', `/webhooks/${e.id}`, { key: tenant.key, body: { active: true } })
     t.equal(resumed.body.data.active, true)
+    const [held] = await h.app.ctx.sql<{ lease_owner: string | null; later: boolean }[]>`
+      select lease_owner, run_at > now() as later from webhook_deliveries where id = ${inFlight!.id}`
+    t.same(held, { lease_owner: 'in-flight:1', later: true }, 'the in-flight attempt keeps its lease')
+    await h.app.ctx.sql`delete from webhook_deliveries where id = ${inFlight!.id}`
     const ok = await waitFor('pending ping delivered after resume', async () => (await deliveries(tenant, e.id, { status: 'successful' })).data[0])
     t.equal(ok.event, 'webhook.ping')
     const [row] = await h.app.ctx.sql<{ failing_since: Date | null }[]>`select failing_since from webhook_endpoints where id = ${e.id}`
