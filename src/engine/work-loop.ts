@@ -144,7 +144,11 @@ export interface WorkLoopOptions<Row> {
   keyOf(row: Row): string
   /** Works one row and records its outcome (see the header comment). */
   handle(row: Row, lease: Lease): Promise<void>
-  /** How long a claimed row stays invisible to other claimers (must exceed a handler's run time). */
+  /**
+   * How long a claimed row stays invisible to other claimers. The loop renews the lease of every row
+   * whose handler is running (see keepLeases), so a handler may take longer; after a crash the row is
+   * claimed again this long after its last renewal.
+   */
   leaseMs: number
   perKeyConcurrency?: number | ((key: string) => number)
   globalConcurrency?: number
@@ -238,6 +242,13 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
   const roomWaiters = new Set<() => void>()
   let ticker: Ticker | undefined
   const metrics = opts.metrics
+  const idColumn = opts.queue.idColumn ?? 'id'
+  // The rows whose handlers are running, by id, with their leases: renewed together by keepLeases.
+  const running = new Map<string, Lease>()
+  const keeper = setInterval(() => {
+    keepLeases(opts.sql, opts.queue, running).catch((err: unknown) => opts.log.warn({ err, loop: opts.name }, 'work loop: renewing the running rows\' leases failed; trying again'))
+  }, opts.leaseMs / 4)
+  keeper.unref()
   metrics?.registerQueue(opts.name, () => queueDepth(opts.sql, opts.queue))
 
   const pool = createActorPool<Row>({
@@ -247,10 +258,17 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
       try {
         const claim = claims.get(row as object) ?? { token: owner, at: Date.now() }
         metrics?.queueAttempt(opts.name)
-        await opts.handle(row, { owner: claim.token, claimedAt: claim.at, leaseMs: opts.leaseMs }).catch((err: unknown) => {
-          metrics?.queueFailure(opts.name)
-          throw err
-        })
+        const lease = { owner: claim.token, claimedAt: claim.at, leaseMs: opts.leaseMs }
+        const id = String((row as Record<string, unknown>)[idColumn])
+        running.set(id, lease)
+        try {
+          await opts.handle(row, lease).catch((err: unknown) => {
+            metrics?.queueFailure(opts.name)
+            throw err
+          })
+        } finally {
+          running.delete(id)
+        }
       } finally {
         const n = (keysHeld.get(key) ?? 1) - 1
         if (n <= 0) keysHeld.delete(key)
@@ -340,6 +358,7 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
     },
     async stop() {
       clearTimeout(deferredWake)
+      clearInterval(keeper)
       roomWaiters.clear()
       await started.stop()
       // Rows still waiting in mailboxes are handed back (due at once, for the next process to claim);
@@ -382,32 +401,24 @@ export async function confirmLease(sql: Sql, q: QueueTable, id: unknown, lease: 
 }
 
 /**
- * Keeps the lease while a side effect is in flight (a channel call, an HTTP attempt): renewed whenever
- * half of it is left, until the returned function is called. A call that outlives its lease (an SMTP
- * server answering slowly, messages queued behind a pool's few connections) would otherwise let another
- * claim send the same message again while the first send is still going. If this process dies, the
- * renewals stop and the row is claimed again after the lease, as before.
+ * Renews, in one statement, the leases of running rows with less than half their lease left. A handler
+ * that outlives its lease (an email behind a slow SMTP pool's few connections, a webhook attempt near
+ * its timeout, a campaign run waiting on a lock) would otherwise let another claim work the same row
+ * again while it is still going, and send twice. A renewal finds nothing for a row settled meanwhile
+ * (its owner cleared): harmless. If this process dies, the renewals stop and the row is claimed again
+ * after its lease, as before.
  */
-export function holdLease(sql: Sql, q: QueueTable, id: unknown, lease: Lease, log: Logger): () => void {
-  let stopped = false
-  let timer: NodeJS.Timeout | undefined
-  const schedule = () => {
-    const left = lease.leaseMs - (Date.now() - lease.claimedAt)
-    timer = setTimeout(renew, Math.max(0, left - lease.leaseMs / 2))
-    timer.unref()
-  }
-  const renew = async () => {
-    if (stopped) return
-    try {
-      if (!(await confirmLease(sql, q, id, lease, lease.leaseMs))) return // no longer ours: nothing to keep
-    } catch (err) {
-      log.warn({ err, table: q.table }, 'work loop: a lease renewal failed; trying again')
-    }
-    if (!stopped) schedule()
-  }
-  schedule()
-  return () => {
-    stopped = true
-    clearTimeout(timer)
+export async function keepLeases(sql: Sql, q: QueueTable, running: Map<string, Lease>): Promise<void> {
+  const now = Date.now()
+  const due = [...running].filter(([, l]) => l.leaseMs - (now - l.claimedAt) < l.leaseMs / 2)
+  if (!due.length) return
+  const renewed = await sql<{ id: string }[]>`
+    update ${sql(q.table)} as q set ${sql(q.dueColumn)} = now() + r.ms * interval '1 millisecond'
+    from unnest(${due.map(([id]) => id)}::text[], ${due.map(([, l]) => l.owner)}::text[], ${due.map(([, l]) => l.leaseMs)}::int[]) as r(id, owner, ms)
+    where q.${sql(q.idColumn ?? 'id')}::text = r.id and q.${sql(q.ownerColumn)} = r.owner
+    returning q.${sql(q.idColumn ?? 'id')}::text as id`
+  for (const { id } of renewed) {
+    const lease = running.get(id)
+    if (lease) lease.claimedAt = now
   }
 }

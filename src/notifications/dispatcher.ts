@@ -10,7 +10,7 @@ import postgres from 'postgres'
 import type { BackgroundService } from '../app.ts'
 import type { AppContext } from '../context.ts'
 import { createBatcher } from '../engine/batcher.ts'
-import { confirmLease, holdLease, startWorkLoop, type Lease, type QueueTable } from '../engine/work-loop.ts'
+import { confirmLease, startWorkLoop, type Lease, type QueueTable } from '../engine/work-loop.ts'
 import { createOutboundHttp } from '../lib/outbound-http.ts'
 import { createEmailChannel } from './channels/email.ts'
 import type { Outcome } from './channels/outcome.ts'
@@ -387,22 +387,16 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
   async function handle(row: QueueRow, lease: Lease) {
     const prepared = await (row.channel === 'in_app' ? inAppPreparing : preparing).add({ row, lease })
     if (!prepared) return
-    // The send is the irreversible step: make sure the lease still holds (extending it if needed), and
-    // keep it until the outcome is written. An email can wait behind the SMTP pool's few connections
-    // (64 in hand per brand) longer than a lease when the server is slow; another claim would send it again.
+    // The send is the irreversible step: make sure the lease still holds (extending it if needed). The
+    // loop keeps it until this returns, outcome written, however long an email waits for an SMTP connection.
     if (!(await confirmLease(sql, QUEUE, row.id, lease))) return
-    const release = holdLease(sql, QUEUE, row.id, lease, log)
+    let outcome: Outcome
     try {
-      let outcome: Outcome
-      try {
-        outcome = await callChannel(row, prepared)
-      } catch (err) {
-        outcome = { kind: 'retry', error: `${row.channel}: ${(err as Error).message}` }
-      }
-      await recording.add({ row, lease, prepared, outcome })
-    } finally {
-      release()
+      outcome = await callChannel(row, prepared)
+    } catch (err) {
+      outcome = { kind: 'retry', error: `${row.channel}: ${(err as Error).message}` }
     }
+    await recording.add({ row, lease, prepared, outcome })
   }
 
   const loop = startWorkLoop<QueueRow>({

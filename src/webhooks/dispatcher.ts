@@ -8,7 +8,7 @@
 import type { BackgroundService } from '../app.ts'
 import type { AppContext } from '../context.ts'
 import { randomUUID } from 'node:crypto'
-import { confirmLease, holdLease, startTicker, startWorkLoop, type Lease, type QueueTable, type WorkLoop } from '../engine/work-loop.ts'
+import { confirmLease, startTicker, startWorkLoop, type Lease, type QueueTable, type WorkLoop } from '../engine/work-loop.ts'
 import { createBatcher } from '../engine/batcher.ts'
 import { tableQueueProbe } from '../lib/metrics.ts'
 import { createOutboundHttpOnWorker, OutboundTimeoutError } from '../lib/outbound-http.ts'
@@ -100,71 +100,66 @@ export function startWebhookService(ctx: AppContext): BackgroundService {
       }
       return
     }
-    // Lease enough for the whole attempt (its timeout and a margin), and kept while it is in flight: an
-    // attempt must not outlive its lease, or another claim would POST the same delivery meanwhile.
+    // Lease enough for the whole attempt (its timeout and a margin); the loop keeps it while the attempt
+    // is in flight, so no other claim POSTs the same delivery meanwhile.
     if (!(await confirmLease(sql, QUEUE, row.id, lease, config.webhookTimeoutMs + 2000))) return
-    const release = holdLease(sql, QUEUE, row.id, lease, log)
+    const n = row.attempt_count + 1
+    const at = new Date()
+    let responseCode: number | null = null
+    let error: string | null = null
+    let responseBody: string | null = null
+    const started = performance.now()
     try {
-      const n = row.attempt_count + 1
-      const at = new Date()
-      let responseCode: number | null = null
-      let error: string | null = null
-      let responseBody: string | null = null
-      const started = performance.now()
-      try {
-        // The policy again at every attempt, and the request goes to the address it checked.
-        const target = await checkUrl(endpoint.url, { allowPrivate: config.webhookAllowPrivate, resolve })
-        const res = await http.request(target, {
-          method: 'POST',
-          body: row.body,
-          timeoutMs: config.webhookTimeoutMs,
-          // Each endpoint its own keep-alive connections, even when several share a host.
-          poolKey: endpoint.id,
-          headers: {
-            'content-type': 'application/json',
-            'user-agent': userAgent,
-            'x-respin-event': row.event,
-            ...signatureHeaders({
-              deliveryId: row.id,
-              timestamp: Math.floor(at.getTime() / 1000),
-              body: row.body,
-              secret: endpoint.secret,
-              previousSecret: endpoint.previousSecret,
-            }),
-          },
-        })
-        responseCode = res.status
-        responseBody = res.bodyPrefix
-        if (res.status < 200 || res.status > 299) error = res.status >= 300 && res.status < 400 ? `redirect (${res.status}) not followed` : `HTTP ${res.status}`
-      } catch (err) {
-        error =
-          err instanceof OutboundTimeoutError ? `timeout after ${config.webhookTimeoutMs} ms`
-          : err instanceof UrlPolicyError ? `url policy: ${err.message}`
-          : `network: ${(err as Error).message || String(err)}`
+      // The policy again at every attempt, and the request goes to the address it checked.
+      const target = await checkUrl(endpoint.url, { allowPrivate: config.webhookAllowPrivate, resolve })
+      const res = await http.request(target, {
+        method: 'POST',
+        body: row.body,
+        timeoutMs: config.webhookTimeoutMs,
+        // Each endpoint its own keep-alive connections, even when several share a host.
+        poolKey: endpoint.id,
+        headers: {
+          'content-type': 'application/json',
+          'user-agent': userAgent,
+          'x-respin-event': row.event,
+          ...signatureHeaders({
+            deliveryId: row.id,
+            timestamp: Math.floor(at.getTime() / 1000),
+            body: row.body,
+            secret: endpoint.secret,
+            previousSecret: endpoint.previousSecret,
+          }),
+        },
+      })
+      responseCode = res.status
+      responseBody = res.bodyPrefix
+      if (res.status < 200 || res.status > 299) error = res.status >= 300 && res.status < 400 ? `redirect (${res.status}) not followed` : `HTTP ${res.status}`
+    } catch (err) {
+      error =
+        err instanceof OutboundTimeoutError ? `timeout after ${config.webhookTimeoutMs} ms`
+        : err instanceof UrlPolicyError ? `url policy: ${err.message}`
+        : `network: ${(err as Error).message || String(err)}`
+    }
+    const ok = error === null
+    const outcome: q.Outcome = {
+      id: row.id,
+      owner: lease.owner,
+      attempt: { n, at: at.toISOString(), response_code: responseCode, duration_ms: Math.round(performance.now() - started), error, response_body: responseBody },
+      status: ok ? 'successful' : n >= MAX_ATTEMPTS ? 'failed' : 'pending',
+      retryInMs: ok || n >= MAX_ATTEMPTS ? undefined : retryDelayMs(config.webhookRetryDelaysSec, n),
+    }
+    await outcomes.add(outcome)
+    ctx.metrics?.outcome('webhook', outcome.status === 'pending' ? 'retrying' : outcome.status)
+    if (!ok) ctx.metrics?.queueFailure('webhook-dispatch')
+    if (ok && endpoint.failing) {
+      endpoint.failing = false
+      await q.noteEndpointSuccess(sql, endpoint.id)
+    } else if (!ok) {
+      endpoint.failing = true
+      if (await q.noteEndpointFailure(sql, endpoint.id, DEACTIVATE_AFTER_MS)) {
+        endpoints.forget(endpoint.id)
+        log.warn({ endpointId: endpoint.id }, 'webhook endpoint deactivated after 5 days of failed deliveries')
       }
-      const ok = error === null
-      const outcome: q.Outcome = {
-        id: row.id,
-        owner: lease.owner,
-        attempt: { n, at: at.toISOString(), response_code: responseCode, duration_ms: Math.round(performance.now() - started), error, response_body: responseBody },
-        status: ok ? 'successful' : n >= MAX_ATTEMPTS ? 'failed' : 'pending',
-        retryInMs: ok || n >= MAX_ATTEMPTS ? undefined : retryDelayMs(config.webhookRetryDelaysSec, n),
-      }
-      await outcomes.add(outcome)
-      ctx.metrics?.outcome('webhook', outcome.status === 'pending' ? 'retrying' : outcome.status)
-      if (!ok) ctx.metrics?.queueFailure('webhook-dispatch')
-      if (ok && endpoint.failing) {
-        endpoint.failing = false
-        await q.noteEndpointSuccess(sql, endpoint.id)
-      } else if (!ok) {
-        endpoint.failing = true
-        if (await q.noteEndpointFailure(sql, endpoint.id, DEACTIVATE_AFTER_MS)) {
-          endpoints.forget(endpoint.id)
-          log.warn({ endpointId: endpoint.id }, 'webhook endpoint deactivated after 5 days of failed deliveries')
-        }
-      }
-    } finally {
-      release()
     }
   }
 

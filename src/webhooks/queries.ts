@@ -90,7 +90,7 @@ export async function updateEndpoint(
 
 /**
  * Pending deliveries of a resumed endpoint are due at once. Not one under a live lease: an attempt in
- * flight holds its lease (holdLease), and clearing it would let another claim POST it again meanwhile. A
+ * flight holds its lease (the work loop renews it, keepLeases), and clearing it would let another claim POST it again meanwhile. A
  * process that claimed one while the endpoint was inactive and postpones it now reads the endpoint as
  * active in that same statement (postponeWhileInactive) and makes it due at once itself.
  */

@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto'
 import postgres from 'postgres'
 import t from 'tap'
-import { claimDue, confirmLease, holdLease, startTicker, startWorkLoop, type QueueTable } from '../../src/engine/work-loop.ts'
+import { claimDue, confirmLease, startTicker, startWorkLoop, type QueueTable } from '../../src/engine/work-loop.ts'
 import { createLogger } from '../../src/lib/log.ts'
 import { startHarness } from '../helpers/harness.ts'
 
@@ -88,10 +88,23 @@ t.test('work loop', async (t) => {
     // A send that needs more than the lease left: confirmLease with what it needs extends it first.
     t.equal(await confirmLease(sql, queue, row!.id, lease, 1_000), true)
     t.equal(lease.leaseMs, 1_000, 'extended to what the send needs')
-    lease.leaseMs = 300
-    lease.claimedAt = Date.now()
-    await sql`update ${sql(name)} set due = now() + interval '300 milliseconds' where id = ${row!.id}`
-    const release = holdLease(sql, queue, row!.id, lease, log)
+    await sql`update ${sql(name)} set due = now(), owner = null where id = ${row!.id}`
+
+    // A loop whose handler takes four times its lease: the loop keeps renewing the lease while it runs.
+    let release!: () => void
+    const gate = new Promise<void>((r) => (release = r))
+    let started!: () => void
+    const running = new Promise<void>((r) => (started = r))
+    const loop = startWorkLoop<Job>({
+      name: 'slow-handler', sql, log, queue, leaseMs: 300, idleIntervalMs: 10_000, keyOf: (r) => r.k,
+      async handle() {
+        started()
+        await gate
+      },
+    })
+    t.teardown(() => loop.stop())
+    loop.wake()
+    await running
     for (let i = 0; i < 6; i++) {
       await sleep(200)
       t.same(await claimDue(sql, queue, { limit: 10, leaseMs: 300, owner: 'other:1' }), [], `held at ${(i + 1) * 200} ms (lease 300 ms)`)
@@ -100,6 +113,7 @@ t.test('work loop', async (t) => {
     await sleep(450)
     const [again] = await claimDue<Job>(sql, queue, { limit: 10, leaseMs: 30_000, owner: 'other:2' })
     t.equal(again?.id, row!.id, 'released: claimable once the lease runs out')
+    await loop.stop()
     await sql`delete from ${sql(name)}`
   })
 
