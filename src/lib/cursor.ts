@@ -78,3 +78,31 @@ export function appSecret(sql: Sql, name: string): Promise<Buffer> {
 export async function cursorCodec(sql: Sql, purpose: string): Promise<CursorCodec> {
   return createCursorCodec(await appSecret(sql, 'cursor'), purpose)
 }
+
+/**
+ * created_at as exact text (microseconds), selected as `created_key` for a keyset cursor. A cursor's time
+ * goes back as `${after.t}::text::timestamptz`: as a parameter typed timestamptz, the driver would send it
+ * as a Date, cut to milliseconds, and skip the rows created later in the same millisecond.
+ */
+export const CREATED_KEY = `to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as created_key`
+
+/**
+ * A newest-first keyset over (created_at, id): the position a cursor names, and the next page's cursor.
+ * Bound to what the list is of (`of`: its tenant, brand, endpoint, player, filters): a cursor of another
+ * list is no position in this one (400).
+ */
+export async function keysetCursor(sql: Sql, purpose: string, of: string, cursor: string | undefined) {
+  const codec = await cursorCodec(sql, purpose)
+  let after: { t: string; id: string } | undefined
+  if (cursor) {
+    const c = decodeCursorOr400(codec, cursor)
+    if (typeof c.t !== 'string' || typeof c.id !== 'string' || c.of !== of) throw invalidCursor()
+    after = { t: c.t, id: c.id }
+  }
+  /** `rows`: the page read with one row more than `limit` (which says whether a next page exists). */
+  const next = (rows: { id: string; created_key: string }[], limit: number) => {
+    const last = rows[limit - 1]
+    return rows.length > limit && last ? codec.encode({ of, t: last.created_key, id: last.id }) : null
+  }
+  return { after, next }
+}

@@ -2,7 +2,7 @@
 // what operators read back: GET /notifications, the inbox. First open / first click fire once each.
 import type { AppContext } from '../context.ts'
 import { notFound } from '../errors.ts'
-import { cursorCodec, decodeCursorOr400, invalidCursor } from '../lib/cursor.ts'
+import { CREATED_KEY, cursorCodec, keysetCursor } from '../lib/cursor.ts'
 import type { Visibility } from '../lib/visibility.ts'
 import { visibleTo } from '../lib/visibility.ts'
 import { findPlayerRef } from '../players/service.ts'
@@ -92,34 +92,12 @@ export async function getNotification(deps: Deps, v: Visibility & { id: string }
   return dq.notificationOut(row)
 }
 
-/**
- * A page's position: created_at as exact text (microseconds: a millisecond would skip the rows created in
- * the same millisecond after the page's last) and the id, bound to what the list was of (`of`): a cursor
- * of another tenant, brand, player or filter is no position here (400).
- */
-async function keysetAfter(sql: Deps['sql'], purpose: string, of: string, cursor: string | undefined) {
-  const codec = await cursorCodec(sql, purpose)
-  let after: { t: string; id: string } | undefined
-  if (cursor) {
-    const c = decodeCursorOr400(codec, cursor)
-    if (typeof c.t !== 'string' || typeof c.id !== 'string' || c.of !== of) throw invalidCursor()
-    after = { t: c.t, id: c.id }
-  }
-  const next = <R extends { id: string; created_key: string }>(rows: R[], limit: number) => {
-    const last = rows[limit - 1]
-    return rows.length > limit && last ? codec.encode({ of, t: last.created_key, id: last.id }) : null
-  }
-  return { after, next }
-}
-
-const createdKey = (sql: dq.Sql) => sql`to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as created_key`
-
 export async function listNotifications(deps: Deps, v: Visibility & NotificationListQuery) {
   const of = JSON.stringify([v.tenantId, v.brandId, v.player_id ?? null, v.campaign_id ?? null, v.status ?? null, v.channel ?? null])
-  const { after, next } = await keysetAfter(deps.sql, 'notifications', of, v.cursor)
+  const { after, next } = await keysetCursor(deps.sql, 'notifications', of, v.cursor)
   const sql = deps.sql
   const rows = await sql<(dq.NotificationRow & { created_key: string })[]>`
-    select ${dq.notificationColumns(sql)}, ${createdKey(sql)} from notifications
+    select ${dq.notificationColumns(sql)}, ${sql.unsafe(CREATED_KEY)} from notifications
     where ${visibleTo(sql, v)}
       ${v.player_id ? sql`and player_id = ${v.player_id}` : sql``}
       ${v.campaign_id ? sql`and campaign_id = ${v.campaign_id}` : sql``}
@@ -173,11 +151,11 @@ const shownInInbox = (sql: dq.Sql, playerId: string) =>
 
 export async function listInbox(deps: Deps, v: Visibility & { playerId: string; unread?: boolean; limit: number; cursor?: string }) {
   const p = await inboxPlayer(deps, v)
-  const { after, next } = await keysetAfter(deps.sql, 'inbox', JSON.stringify([p.id, !!v.unread]), v.cursor)
+  const { after, next } = await keysetCursor(deps.sql, 'inbox', JSON.stringify([p.id, !!v.unread]), v.cursor)
   const sql = deps.sql
   const days = await retentionDays(sql, p.brandId)
   const rows = await sql<(dq.NotificationRow & { created_key: string })[]>`
-    select id, rendered, campaign_id, created_at, read_at, ${createdKey(sql)} from notifications
+    select id, rendered, campaign_id, created_at, read_at, ${sql.unsafe(CREATED_KEY)} from notifications
     where player_id = ${p.id} and channel = 'in_app' and status = 'delivered'
       and delivered_at > now() - ${days} * interval '1 day' and ${shownInInbox(sql, p.id)}
       ${v.unread ? sql`and read_at is null` : sql``}

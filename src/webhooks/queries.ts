@@ -1,6 +1,7 @@
 // SQL of the webhook feature: endpoints, deliveries, the outbox fan-out and the retention pruning.
 import type { TransactionSql } from 'postgres'
 import type { Sql } from '../db/postgres.ts'
+import { CREATED_KEY } from '../lib/cursor.ts'
 import { visibleTo, type Visibility } from '../lib/visibility.ts'
 
 type Db = Sql | TransactionSql
@@ -126,14 +127,14 @@ export async function selectDelivery(sql: Db, d: { endpointId: string; id: strin
 /** Newest first; keyset after (createdKey, id). `created_key` is created_at as exact text for the cursor. */
 export const selectDeliveries = (
   sql: Db,
-  q: { endpointId: string; status?: string; event?: string; limit: number; after?: { t: string; i: string } },
+  q: { endpointId: string; status?: string; event?: string; limit: number; after?: { t: string; id: string } },
 ) => sql<(DeliveryRow & { created_key: string })[]>`
-  select ${sql.unsafe(DELIVERY_COLUMNS)}, to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as created_key
+  select ${sql.unsafe(DELIVERY_COLUMNS)}, ${sql.unsafe(CREATED_KEY)}
   from webhook_deliveries
   where endpoint_id = ${q.endpointId}
     ${q.status ? sql`and status = ${q.status}` : sql``}
     ${q.event ? sql`and event = ${q.event}` : sql``}
-    ${q.after ? sql`and (created_at, id) < (${q.after.t}::text::timestamptz, ${q.after.i}::uuid)` : sql``}
+    ${q.after ? sql`and (created_at, id) < (${q.after.t}::text::timestamptz, ${q.after.id}::uuid)` : sql``}
   order by created_at desc, id desc
   limit ${q.limit}`
 

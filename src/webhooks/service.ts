@@ -3,7 +3,7 @@
 import { recordAudit, type AuditActor } from '../audit/service.ts'
 import type { AppContext } from '../context.ts'
 import { badRequest, notFound } from '../errors.ts'
-import { cursorCodec, decodeCursorOr400, invalidCursor } from '../lib/cursor.ts'
+import { keysetCursor } from '../lib/cursor.ts'
 import { checkUrl, UrlPolicyError } from '../lib/url-policy.ts'
 import type { Visibility } from '../lib/visibility.ts'
 import { PING_EVENT } from './catalog.ts'
@@ -125,21 +125,10 @@ export async function listDeliveries(
   input: Visibility & { id: string } & DeliveryListQuery,
 ): Promise<{ data: Delivery[]; next_cursor: string | null }> {
   const endpoint = await endpointOr404(deps, input)
-  const codec = await cursorCodec(deps.sql, CURSOR_PURPOSE)
-  let after: { t: string; i: string } | undefined
-  if (input.cursor) {
-    const c = decodeCursorOr400(codec, input.cursor)
-    // Cursors are bound to their endpoint: one endpoint's cursor is no position in another's log.
-    if (typeof c.t !== 'string' || typeof c.i !== 'string' || c.e !== endpoint.id) throw invalidCursor()
-    after = { t: c.t, i: c.i }
-  }
+  // Bound to the endpoint: one endpoint's cursor is no position in another's log.
+  const { after, next } = await keysetCursor(deps.sql, CURSOR_PURPOSE, endpoint.id, input.cursor)
   const rows = await q.selectDeliveries(deps.sql, { endpointId: endpoint.id, status: input.status, event: input.event, limit: input.limit + 1, after })
-  const page = rows.slice(0, input.limit)
-  const last = page[page.length - 1]
-  return {
-    data: page.map(toDelivery),
-    next_cursor: rows.length > input.limit && last ? codec.encode({ e: endpoint.id, t: last.created_key, i: last.id }) : null,
-  }
+  return { data: rows.slice(0, input.limit).map(toDelivery), next_cursor: next(rows, input.limit) }
 }
 
 /** A body as the dispatcher sends it: the event, the delivery's timestamp and the data (with brand_id). */
