@@ -7,13 +7,13 @@ import { ALL_CANONICAL_FIELDS } from '../events/canonical.ts'
 import * as q from './queries.ts'
 import { MAX_GLOB_WILDCARDS, wildcardCount } from '../events/glob.ts'
 import type { ApiKey, Brand, CreatedApiKey, EventMapping, Tenant } from './schemas.ts'
+import { isUuid } from '../lib/schemas.ts'
 
 export interface AdminDeps {
   sql: Sql
   bus: Bus
 }
 
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
 function slugify(name: string): string {
   const slug = name.toLowerCase().normalize('NFKD').replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 48)
@@ -75,7 +75,7 @@ export async function createApiKey(
   if (input.brand) {
     const brands = await deps.sql<{ id: string; slug: string }[]>`select id, slug from brands where tenant_id = ${input.tenantId}`
     const hint = input.brand
-    const brand = brands.find((b) => (UUID_RE.test(hint) ? b.id === hint.toLowerCase() : b.slug === hint))
+    const brand = brands.find((b) => (isUuid(hint) ? b.id === hint.toLowerCase() : b.slug === hint))
     if (!brand) throw badRequest(`unknown brand: ${hint}`, { brand: hint })
     brandId = brand.id
   }

@@ -5,11 +5,11 @@ import type { Sql } from '../db/postgres.ts'
 import { badRequest } from '../errors.ts'
 import { hashApiKey, KEY_PREFIX } from './keys.ts'
 import type { Brand, Principal } from './types.ts'
+import { isUuid } from '../lib/schemas.ts'
 
 /** Upper bound on how stale a cache entry can get if an invalidation were ever missed. */
 const CACHE_TTL_MS = 60_000
 const MAX_CACHED_KEYS = 50_000
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
 export interface AuthService {
   /** The key's principal, or null when it is unknown, revoked or expired. */
@@ -113,7 +113,7 @@ export function createAuthService(deps: { sql: Sql; bus: Bus; clock: () => Date 
         return pinned
       }
       if (hint !== undefined && hint !== '') {
-        const byId = UUID_RE.test(hint)
+        const byId = isUuid(hint)
         const brand = list.find((b) => (byId ? b.id === hint.toLowerCase() : b.slug === hint))
         if (!brand || !brand.active) throw badRequest(`unknown brand: ${hint}`, { brand: hint })
         return brand

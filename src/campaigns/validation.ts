@@ -14,9 +14,9 @@ import { AppError } from '../errors.ts'
 import type { Sql } from './queries.ts'
 import type { CampaignType } from './schemas.ts'
 import { isTimeZone } from '../lib/zoned-time.ts'
+import { isUuid } from '../lib/schemas.ts'
 
 export const CHANNELS = ['email', 'telegram', 'push', 'in_app'] as const
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 export const MAX_STEPS = 100
 
 /** The parts of a campaign the checks read. */
@@ -94,20 +94,20 @@ export async function checkReferences(
   }
   const templates = new Map<string, TemplateRef>()
   const tRefs = templateRefs(c)
-  for (const r of tRefs) if (typeof r.id !== 'string' || !UUID_RE.test(r.id)) errors.push({ in: 'body', field: r.at, message: 'must be a template id (uuid)' })
-  const tIds = [...new Set(tRefs.map((r) => r.id).filter((id): id is string => typeof id === 'string' && UUID_RE.test(id)).map((id) => id.toLowerCase()))]
+  for (const r of tRefs) if (!isUuid(r.id)) errors.push({ in: 'body', field: r.at, message: 'must be a template id (uuid)' })
+  const tIds = [...new Set(tRefs.map((r) => r.id).filter((id): id is string => isUuid(id)).map((id) => id.toLowerCase()))]
   if (tIds.length) {
     const rows = await sql<TemplateRef[]>`
       select id, channel, active from notification_templates
       where id = any(${tIds}::uuid[]) and tenant_id = ${owner.tenantId} and brand_id = ${owner.brandId}`
     for (const r of rows) templates.set(r.id, r)
     for (const r of tRefs) {
-      if (typeof r.id === 'string' && UUID_RE.test(r.id) && !templates.has(r.id.toLowerCase())) errors.push({ in: 'body', field: r.at, message: 'unknown template (not a template of this brand)' })
+      if (isUuid(r.id) && !templates.has(r.id.toLowerCase())) errors.push({ in: 'body', field: r.at, message: 'unknown template (not a template of this brand)' })
     }
   }
   const bRefs = bonusRefs(c)
   for (const r of bRefs) {
-    if (typeof r.id !== 'string' || !UUID_RE.test(r.id)) {
+    if (!isUuid(r.id)) {
       errors.push({ in: 'body', field: r.at, message: 'must be a bonus id (uuid)' })
       continue
     }
@@ -138,7 +138,7 @@ export function checkCron(expr: unknown): string | undefined {
 }
 
 function checkTemplateUse(at: string, id: unknown, channel: unknown, refs: ResolvedRefs, errors: FieldError[]): void {
-  if (typeof id !== 'string' || !UUID_RE.test(id)) return // reported by checkReferences
+  if (!isUuid(id)) return // reported by checkReferences
   const t = refs.templates.get(id.toLowerCase())
   if (!t) return
   if (!t.active) errors.push({ in: 'body', field: at, message: 'the template is inactive' })

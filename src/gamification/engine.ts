@@ -67,7 +67,6 @@ const CREDIT_PRUNE_EVERY_MS = 60_000
 const inWindow = (t: number, start: number | null, end: number | null) => (start === null || t >= start) && (end === null || t <= end)
 const ms = (d: unknown) => (d == null ? null : new Date(d as string).getTime())
 
-/** Exact decimal arithmetic in micro-units (amounts carry ≤ 6 decimals; sums exact up to ~9e9 units). */
 /**
  * A round's key in gamification_round_credits: the operator's round_id, or its SHA-256 when longer than
  * 200 characters (an index entry holds ~2,700 bytes: a longer id failed the credit's insert, and the
@@ -78,6 +77,7 @@ function roundKey(roundId: unknown): string | null {
   return roundId.length > 200 ? `sha256:${createHash('sha256').update(roundId).digest('hex')}` : roundId
 }
 
+/** Exact decimal arithmetic in micro-units (amounts carry ≤ 6 decimals; sums exact up to ~9e9 units). */
 const micros = (s: string | number) => {
   const m = toMicros(s)
   return Number.isNaN(m) ? Math.round(Number(s) * 1e6) || 0 : m

@@ -5,6 +5,7 @@ import type { StreamEvent } from '../engine/event-stream.ts'
 import type { FieldError } from '../http/router.ts'
 import { checkEventFilter, matchesFilter, type EventCondition, type FieldError as FilterFieldError } from '../lib/event-filter.ts'
 import { isTimeZone } from '../lib/zoned-time.ts'
+import { isUuid } from '../lib/schemas.ts'
 
 type Obj = Record<string, unknown>
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v)
@@ -56,7 +57,6 @@ export interface Rewards {
   bonus_ids?: string[]
 }
 
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
 /** Shape of a rewards object; the ids' existence in the brand is checked by the caller (references). */
 export function validateRewards(v: unknown, path: string): FieldError[] {
@@ -66,7 +66,7 @@ export function validateRewards(v: unknown, path: string): FieldError[] {
   if (v.points !== undefined) {
     if (!Array.isArray(v.points)) out.push(err(`${path}.points`, 'must be an array of { currency_id, amount }'))
     else v.points.forEach((p, i) => {
-      if (!isObj(p) || typeof p.currency_id !== 'string' || !UUID_RE.test(p.currency_id)) out.push(err(`${path}.points.${i}.currency_id`, 'must be a currency id'))
+      if (!isObj(p) || !isUuid(p.currency_id)) out.push(err(`${path}.points.${i}.currency_id`, 'must be a currency id'))
       if (!isObj(p) || typeof p.amount !== 'number' || !(p.amount > 0) || p.amount > 1e12) out.push(err(`${path}.points.${i}.amount`, 'must be a number > 0'))
     })
   }
@@ -75,7 +75,7 @@ export function validateRewards(v: unknown, path: string): FieldError[] {
     if (ids === undefined) continue
     if (!Array.isArray(ids) || ids.length > 100) out.push(err(`${path}.${k}`, 'must be an array of ids'))
     else ids.forEach((id, i) => {
-      if (typeof id !== 'string' || !UUID_RE.test(id)) out.push(err(`${path}.${k}.${i}`, 'must be an id'))
+      if (!isUuid(id)) out.push(err(`${path}.${k}.${i}`, 'must be an id'))
     })
   }
   return out
@@ -163,7 +163,7 @@ export function validatePrizePool(p: unknown): FieldError[] {
     if (!isObj(x)) return out.push(err(at, 'must be an object'))
     if (!Number.isInteger(x.from_rank) || (x.from_rank as number) < 1) out.push(err(`${at}.from_rank`, 'must be an integer ≥ 1'))
     if (!Number.isInteger(x.to_rank) || (x.to_rank as number) < (x.from_rank as number)) out.push(err(`${at}.to_rank`, 'must be an integer ≥ from_rank'))
-    if (x.bonus_id !== undefined && (typeof x.bonus_id !== 'string' || !UUID_RE.test(x.bonus_id))) out.push(err(`${at}.bonus_id`, 'must be a bonus id'))
+    if (x.bonus_id !== undefined && (!isUuid(x.bonus_id))) out.push(err(`${at}.bonus_id`, 'must be a bonus id'))
     out.push(...validateRewards({ points: x.points }, at))
     return undefined
   })

@@ -4,7 +4,6 @@
 // rules, which nothing progresses until rules are set.
 import type { Sql } from '../db/postgres.ts'
 import type { FieldError } from '../http/router.ts'
-import { isUuid } from '../lib/schemas.ts'
 import type { Row } from './crud.ts'
 import { validateBadgeCriteria, validateGameConfig, validateMissionRules, validatePrizePool, validateRewards, type Rewards } from './rules.ts'
 
@@ -37,20 +36,16 @@ async function checkRewardRefs(sql: Sql, rewards: Rewards | undefined, path: str
     const rows = await sql<{ id: string }[]>`select id from ${sql(table)} where brand_id = ${brandId} and id = any(${ids}::uuid[])`
     return new Set(rows.map((r) => r.id))
   }
-  // Only well-formed ids are looked up: a malformed entry is reported by validateRewards (this also runs
-  // on records that failed it, and must not throw on their shapes).
-  const points = Array.isArray(rewards.points) ? (rewards.points as unknown[]) : []
-  const currencyOf = (p: unknown) => (p && typeof p === 'object' && isUuid((p as { currency_id?: unknown }).currency_id) ? (p as { currency_id: string }).currency_id : undefined)
-  const currencies = await find('gamification_currencies', points.map(currencyOf).filter((id): id is string => id !== undefined))
+  const points = Array.isArray(rewards.points) ? rewards.points : []
+  const currencies = await find('gamification_currencies', points.map((p) => p.currency_id))
   points.forEach((p, i) => {
-    const id = currencyOf(p)
-    if (id !== undefined && !currencies.has(id)) out.push({ in: 'body', field: `${path}.points.${i}.currency_id`, message: 'no such currency in this brand' })
+    if (!currencies.has(p.currency_id)) out.push({ in: 'body', field: `${path}.points.${i}.currency_id`, message: 'no such currency in this brand' })
   })
   for (const [k, table] of [['badge_ids', 'gamification_badges'], ['bonus_ids', 'bonuses']] as const) {
-    const ids = Array.isArray(rewards[k]) ? (rewards[k] as unknown[]) : []
-    const found = await find(table, ids.filter(isUuid))
+    const ids = Array.isArray(rewards[k]) ? (rewards[k] as string[]) : []
+    const found = await find(table, ids)
     ids.forEach((id, i) => {
-      if (isUuid(id) && !found.has(id)) out.push({ in: 'body', field: `${path}.${k}.${i}`, message: `no such ${k === 'badge_ids' ? 'badge' : 'bonus'} in this brand` })
+      if (!found.has(id)) out.push({ in: 'body', field: `${path}.${k}.${i}`, message: `no such ${k === 'badge_ids' ? 'badge' : 'bonus'} in this brand` })
     })
   }
   return out
@@ -58,7 +53,7 @@ async function checkRewardRefs(sql: Sql, rewards: Rewards | undefined, path: str
 
 export async function missionRefs(sql: Sql, record: Row, brandId: string): Promise<FieldError[]> {
   const out = await checkRewardRefs(sql, record.rewards as Rewards, 'rewards', brandId)
-  const stages = record.type === 'progressive' ? (record.rules as { stages?: { rewards?: Rewards }[] } | null)?.stages : undefined
+  const stages = (record.rules as { stages?: { rewards?: Rewards }[] } | null)?.stages
   if (Array.isArray(stages)) for (const [i, s] of stages.entries()) out.push(...(await checkRewardRefs(sql, s?.rewards, `rules.stages.${i}.rewards`, brandId)))
   return out
 }

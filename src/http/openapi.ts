@@ -2,7 +2,7 @@
 import type { TSchema } from 'typebox'
 import { ErrorBody } from '../lib/schemas.ts'
 import type { ResponseSpec, RouteDef } from './route.ts'
-import { API_PREFIX } from './router.ts'
+import { API_PREFIX, idParamsOf } from './router.ts'
 
 type Json = Record<string, unknown>
 
@@ -87,7 +87,7 @@ export function buildOpenApi(routes: RouteDef[], version: string): Json {
     const errorStatuses = new Set<number>([500, ...(route.errors ?? [])])
     if (route.auth !== 'public') [401, 403].forEach((s) => errorStatuses.add(s))
     // A path id that is no UUID is a 404 (router.ts); other path params (an enum, say) can be a 400.
-    const checkedParams = Object.values((route.params as { properties?: Record<string, { format?: unknown }> } | undefined)?.properties ?? {}).some((p) => p.format !== 'uuid')
+    const checkedParams = Object.keys((route.params as { properties?: object } | undefined)?.properties ?? {}).length > idParamsOf(route.params).length
     if (checkedParams || route.query || route.body || route.brandScoped) errorStatuses.add(400)
     if (route.params) errorStatuses.add(404)
     if (route.body) errorStatuses.add(413)

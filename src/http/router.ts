@@ -86,8 +86,7 @@ export function compileRoute(def: RouteDef): CompiledRoute {
     paramNames: [...def.path.matchAll(/:(\w+)/g)].map((m) => m[1] as string),
     params: compile(def.params),
     paramTypes: scalarTypes(def.params),
-    idParams: Object.entries((def.params as { properties?: Record<string, { format?: unknown }> } | undefined)?.properties ?? {})
-      .filter(([, p]) => p.format === 'uuid').map(([name]) => name),
+    idParams: idParamsOf(def.params),
     query: compile(def.query),
     queryTypes: scalarTypes(def.query),
     body: compile(def.body),
@@ -412,6 +411,12 @@ function jsonDeeperThan(buf: Buffer, max: number): boolean {
 }
 
 /** The JSON type of each top-level property, for turning query/path strings into typed values. */
+/** The path params that are resource ids (format uuid): one that is no UUID is a 404, not a 400. */
+export function idParamsOf(params: TSchema | undefined): string[] {
+  const props = (params as { properties?: Record<string, { format?: unknown }> } | undefined)?.properties ?? {}
+  return Object.entries(props).filter(([, p]) => p.format === 'uuid').map(([name]) => name)
+}
+
 function scalarTypes(schema: TSchema | undefined): Record<string, string> {
   const props = (schema as { properties?: Record<string, { type?: unknown }> } | undefined)?.properties ?? {}
   return Object.fromEntries(Object.entries(props).map(([k, p]) => [k, typeof p.type === 'string' ? p.type : 'string']))

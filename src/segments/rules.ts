@@ -5,6 +5,7 @@
 import { badRequest } from '../errors.ts'
 import { likeContains } from '../lib/like.ts'
 import { OPERATORS, OPS_BY_TYPE, resolveField, type Env, type FieldDef, type Fragment, type Operator, type Sql } from './fields.ts'
+import { isUuid } from '../lib/schemas.ts'
 
 // ---------------------------------------------------------------------------------------------------------
 // Validation
@@ -172,7 +173,7 @@ export function validateRules(type: 'dynamic' | 'static', rules: Record<string, 
       errors.push({ in: 'body', field: 'rules.player_ids', message: `must be an array of at most ${RULE_LIMITS.staticPlayers} player ids` })
     } else {
       ids.forEach((id, i) => {
-        if (typeof id !== 'string' || !UUID_RE.test(id)) errors.push({ in: 'body', field: `rules.player_ids.${i}`, message: 'must be a player id (uuid)' })
+        if (!isUuid(id)) errors.push({ in: 'body', field: `rules.player_ids.${i}`, message: 'must be a player id (uuid)' })
       })
     }
     if (errors.length) fail(errors)
@@ -186,7 +187,6 @@ export function validateRules(type: 'dynamic' | 'static', rules: Record<string, 
   return given
 }
 
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
 // ---------------------------------------------------------------------------------------------------------
 // Compilation (input already validated)
