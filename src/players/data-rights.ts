@@ -3,7 +3,7 @@
 // Erasure, in the request's transaction: every feature's personal data of the player is removed (the
 // player row is deleted, and with it by cascade its profile, consents, notifications and gamification
 // state; features with data elsewhere add an ERASURE_STEPS entry), its outbox events lose their personal
-// fields, and a job row is written. In the background (the job survives restarts, claimed with a lease):
+// fields, and a job row is written. In the background (the job survives restarts, claimed on the work loop):
 // the player's events in ClickHouse are copied under a random token with personal fields stripped from
 // `raw`, then the originals are deleted, so event counts, sums and per-player aggregates stay right but
 // nothing links them to the person. `player.erased` fires when the job is done.
@@ -19,7 +19,7 @@ import type { Sql } from '../db/postgres.ts'
 import { notFound } from '../errors.ts'
 import { EVENT_COLUMNS } from '../events/event-rows.ts'
 import { bumpExportEpoch } from '../events/spool.ts'
-import { tableQueueProbe } from '../lib/metrics.ts'
+import { confirmLease, startWorkLoop, type Lease, type QueueTable } from '../engine/work-loop.ts'
 import { insertOutbox } from '../lib/outbox.ts'
 import { visibleTo, type Visibility } from '../lib/visibility.ts'
 
@@ -185,7 +185,7 @@ export async function getErasure(ctx: AppContext, v: Visibility & { playerId: st
 
 // ---- the background part ----------------------------------------------------------------------------
 
-const LEASE_SEC = 300
+const LEASE_MS = 300_000
 const POLL_MS = 2_000
 const COLUMNS = EVENT_COLUMNS.map(([name]) => name)
 
@@ -199,39 +199,14 @@ const SCRUBBED_RAW =
 
 const PLAYER_EVENTS = "tenant_id = {tenant:UUID} AND brand_id = {brand:UUID} AND player_id = {ext:String} AND received_at <= {cutoff:DateTime64(3, 'UTC')}"
 
-/**
- * Keeps a claimed job's lease while it runs: ClickHouse mutations (mutations_sync) queue behind others and
- * can take longer than LEASE_SEC, and another process claiming the job then would run its stages at the
- * same time (one deleting the copy the other just made). `attempts`, set by the claim, names the claim:
- * a renewal or state change under an older claim finds no row, and `check()` stops the run.
- */
-function holdJob(ctx: AppContext, job: JobRow) {
-  let lost = false
-  const renew = async () => {
-    const rows = await ctx.sql`
-      update player_erasures set lease_until = now() + ${LEASE_SEC} * interval '1 second'
-      where id = ${job.id} and attempts = ${job.attempts} and state <> 'done' returning 1`
-    if (!rows.length) lost = true
-  }
-  const timer = setInterval(() => void renew().catch((err: unknown) => ctx.log.warn({ err, erasureId: job.id }, 'erasure: lease renewal failed')), (LEASE_SEC * 1000) / 3)
-  timer.unref()
-  return {
-    check() {
-      if (lost) throw new Error('erasure claimed by another process (lease lost): stopped')
-    },
-    stop: () => clearInterval(timer),
-  }
-}
-
-async function claimJob(sql: Sql, sink: string): Promise<JobRow | undefined> {
-  const [row] = await sql<JobRow[]>`
-    update player_erasures set lease_until = now() + ${LEASE_SEC} * interval '1 second', attempts = attempts + 1, updated_at = now()
-    where id = (
-      select id from player_erasures where state <> 'done' and sink = ${sink} and (lease_until is null or lease_until < now())
-      order by created_at limit 1 for update skip locked)
-    returning *`
-  return row
-}
+/** The work loop's queue of erasure jobs: a process only takes the jobs whose events are in its ClickHouse. */
+const erasureQueue = (sink: string): QueueTable => ({
+  table: 'player_erasures',
+  keyColumn: 'id',
+  dueColumn: 'due_at',
+  ownerColumn: 'lease_owner',
+  where: (sql) => sql`state <> 'done' and sink = ${sink}`,
+})
 
 /** The rollups keyed by player (clickhouse/0010, 0015): each `<name>_mv` fills `<name>` from events. */
 const PLAYER_ROLLUPS = ['rollup_player_buckets', 'rollup_player_totals', 'rollup_player_months', 'rollup_players', 'rollup_player_keys']
@@ -266,8 +241,23 @@ async function rebuildPlayerRollups(ctx: AppContext, params: Record<string, unkn
   }
 }
 
-/** One job's ClickHouse part, from the stage it reached. Every stage can run again after a crash. */
-async function runJob(ctx: AppContext, job: JobRow, held: { check(): void }): Promise<void> {
+/**
+ * One job's ClickHouse part, from the stage it reached. Every stage can run again after a crash. Before
+ * each stage the claim is confirmed (`stillOurs`): a job whose lease ran out and was claimed by another
+ * process stops here rather than run its stages beside that one (one deleting the copy the other made).
+ */
+export async function runErasure(ctx: AppContext, job: JobRow, lease: Lease): Promise<void> {
+  const queue = erasureQueue(ctx.ch.sinkId)
+  const stillOurs = async () => {
+    if (!(await confirmLease(ctx.sql, queue, job.id, lease))) throw new LeaseLost()
+  }
+  await stillOurs()
+  // Counted per claim: GET /players/{id}/erasure shows it, and the retry's backoff grows with it.
+  const [counted] = await ctx.sql<{ attempts: number }[]>`
+    update player_erasures set attempts = attempts + 1, updated_at = now()
+    where id = ${job.id} and lease_owner = ${lease.owner} returning attempts`
+  if (!counted) throw new LeaseLost()
+  job.attempts = counted.attempts
   const params = {
     tenant: job.tenant_id,
     brand: job.brand_id,
@@ -282,10 +272,10 @@ async function runJob(ctx: AppContext, job: JobRow, held: { check(): void }): Pr
     await ctx.ingest?.spool.flush('all')
     // Copies a crashed earlier attempt left are removed, then the copy is made whole. Never deduplicated
     // as a repeat of that earlier insert (it would be dropped silently).
-    held.check()
+    await stillOurs()
     await ctx.ch.command(`ALTER TABLE events DELETE WHERE tenant_id = {tenant:UUID} AND brand_id = {brand:UUID} AND player_id = {token:String} SETTINGS mutations_sync = 2`, params)
     await deletePlayerRollups(ctx, params, '{token:String}')
-    held.check()
+    await stillOurs()
     // Marked as copies: rollup_buckets keeps the originals' figures and skips them (clickhouse/0011); the
     // per-player rollups take them under the token.
     await ctx.ch.command(
@@ -295,17 +285,17 @@ async function runJob(ctx: AppContext, job: JobRow, held: { check(): void }): Pr
     )
     // Export pages read ahead before the copy are not served any more (src/exports/service.ts).
     await bumpExportEpoch(ctx.sql, ctx.ch.sinkId)
-    const moved = await ctx.sql`update player_erasures set state = 'deleting', updated_at = now() where id = ${job.id} and attempts = ${job.attempts} returning 1`
-    if (!moved.length) throw new Error('erasure claimed by another process (lease lost): stopped')
+    const moved = await ctx.sql`update player_erasures set state = 'deleting', updated_at = now() where id = ${job.id} and lease_owner = ${lease.owner} returning 1`
+    if (!moved.length) throw new LeaseLost()
   }
-  held.check()
+  await stillOurs()
   await ctx.ch.command(`ALTER TABLE events DELETE WHERE ${PLAYER_EVENTS} SETTINGS mutations_sync = 2`, params)
   await deletePlayerRollups(ctx, params, '{ext:String}')
   await rebuildPlayerRollups(ctx, params)
   await bumpExportEpoch(ctx.sql, ctx.ch.sinkId)
   await ctx.sql.begin(async (tx) => {
     const [done] = await tx<{ finished_at: Date }[]>`
-      update player_erasures set state = 'done', external_id = null, token = null, lease_until = null, last_error = null,
+      update player_erasures set state = 'done', external_id = null, token = null, lease_owner = null, last_error = null,
         finished_at = now(), updated_at = now()
       where id = ${job.id} and state <> 'done' returning finished_at`
     if (!done) return
@@ -318,60 +308,55 @@ async function runJob(ctx: AppContext, job: JobRow, held: { check(): void }): Pr
   })
 }
 
-/** Background service: runs queued erasures (any process; one job at a time per process). */
+class LeaseLost extends Error {
+  constructor() {
+    super('erasure claimed by another process (lease lost): stopped')
+  }
+}
+
+/**
+ * Background service: runs queued erasures on the work loop (any process; one job at a time per process:
+ * ClickHouse mutations are heavy). A failed job is retried with a backoff of 2^attempts seconds, at most
+ * 5 minutes; a job whose process died is claimed again once its lease ends.
+ */
 export function startErasureWorker(ctx: AppContext): BackgroundService {
-  let stopped = false
-  let running: Promise<void> | undefined
-  let again = false
-  ctx.metrics?.registerQueue('player_erasures', tableQueueProbe(ctx.sql, 'player_erasures', "state <> 'done'", 'created_at'))
-  const drain = async () => {
-    while (!stopped) {
-      const job = await claimJob(ctx.sql, ctx.ch.sinkId)
-      if (!job) return
-      ctx.metrics?.queueAttempt('player_erasures')
-      const held = holdJob(ctx, job)
+  const queue = erasureQueue(ctx.ch.sinkId)
+  const loop = startWorkLoop<JobRow>({
+    name: 'player_erasures',
+    sql: ctx.sql,
+    log: ctx.log,
+    queue,
+    keyOf: (row) => row.id,
+    leaseMs: LEASE_MS,
+    globalConcurrency: 1,
+    // Claimed only when it can start: a job waiting behind another's mutations would sit out its lease unrenewed.
+    maxInMemory: 1,
+    idleIntervalMs: POLL_MS,
+    metrics: ctx.metrics,
+    async handle(job, lease) {
       try {
-        await runJob(ctx, job, held)
+        await runErasure(ctx, job, lease)
         ctx.log.info({ erasureId: job.id, attempts: job.attempts }, 'player erasure completed')
       } catch (err) {
+        if (err instanceof LeaseLost) {
+          ctx.log.warn({ erasureId: job.id }, err.message)
+          return
+        }
         ctx.metrics?.queueFailure('player_erasures')
         const retryIn = Math.min(2 ** job.attempts, 300)
         ctx.log.error({ err, erasureId: job.id, attempts: job.attempts, retryIn }, 'player erasure failed; retrying')
         await ctx.sql`
-          update player_erasures set lease_until = now() + ${retryIn} * interval '1 second',
+          update player_erasures set due_at = now() + ${retryIn} * interval '1 second', lease_owner = null,
             last_error = ${err instanceof Error ? err.message.slice(0, 500) : 'failed'}, updated_at = now()
-          where id = ${job.id} and attempts = ${job.attempts}`.catch(() => {})
-      } finally {
-        held.stop()
+          where id = ${job.id} and lease_owner = ${lease.owner}`.catch(() => {})
       }
-    }
-  }
-  const wake = () => {
-    if (stopped) return
-    if (running) {
-      again = true
-      return
-    }
-    running = drain()
-      .catch((err: unknown) => ctx.log.error({ err }, 'erasure worker: claim failed'))
-      .finally(() => {
-        running = undefined
-        if (again) {
-          again = false
-          wake()
-        }
-      })
-  }
-  wakers.set(ctx, wake)
-  const timer = setInterval(wake, POLL_MS)
-  timer.unref()
-  wake()
+    },
+  })
+  wakers.set(ctx, () => loop.wake())
   return {
     async stop() {
-      stopped = true
-      clearInterval(timer)
       wakers.delete(ctx)
-      await running
+      await loop.stop()
     },
   }
 }

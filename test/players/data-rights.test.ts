@@ -5,6 +5,7 @@ import { randomBytes, randomUUID } from 'node:crypto'
 import t from 'tap'
 import { GAME_TYPES_SQL, playerMoneyRows } from '../../src/analytics/queries.ts'
 import { dropExpiredPartitions, expiredPartitions, openDrop, recordExpiredTotals, retentionDropped } from '../../src/events/retention.ts'
+import { runErasure } from '../../src/players/data-rights.ts'
 import { startHarness, type Harness } from '../helpers/harness.ts'
 import { ev, post, uid } from '../events/helpers.ts'
 
@@ -254,7 +255,7 @@ t.test('a job interrupted after its copy is finished exactly once', async (t) =>
   )
   t.equal((await chEvents(tenant.id, token)).length, 3)
   const [job] = await sql<{ id: string }[]>`
-    insert into player_erasures (tenant_id, brand_id, player_id, external_id, token, cutoff, attempts, lease_until, sink)
+    insert into player_erasures (tenant_id, brand_id, player_id, external_id, token, cutoff, attempts, due_at, sink)
     values (${tenant.id}, ${tenant.brand.id}, ${randomUUID()}, ${p.ext}, ${token}, now(), 1, now() - interval '1 second', ${h.app.ctx.ch.sinkId})
     returning id`
   const jobId = job?.id as string
@@ -264,6 +265,43 @@ t.test('a job interrupted after its copy is finished exactly once', async (t) =>
   t.equal(copies.length, 3, 'each event once, not the crashed copy plus a new one')
   t.ok(copies.every((c) => c.raw.includes(token) && !c.raw.includes(p.ext)), 'the whole copy was made again, scrubbed')
   t.same(await rollupsVsEvents(tenant.id), { totals: await totalsFromEvents(tenant.id), buckets: await bucketsFromEvents(tenant.id), keys: await keysFromEvents(tenant.id), games: await gamesFromEvents(tenant.id) }, 'rollups as events say, the crashed copy not counted')
+})
+
+t.test('an erasure job another process holds is left to it until its lease ends; a claim that lost the job does nothing', async (t) => {
+  const tenant = await h.createTenant()
+  const p = await personalPlayer(h, tenant.key)
+  const sql = h.app.ctx.sql
+  const token = `erased-${randomBytes(16).toString('hex')}`
+  // Leased by another (live) process for 3 more seconds: this process must not run it meanwhile.
+  const [job] = await sql<{ id: string }[]>`
+    insert into player_erasures (tenant_id, brand_id, player_id, external_id, token, cutoff, due_at, lease_owner, sink)
+    values (${tenant.id}, ${tenant.brand.id}, ${randomUUID()}, ${p.ext}, ${token}, now(), now() + interval '3 seconds', 'another-process:1', ${h.app.ctx.ch.sinkId})
+    returning id`
+  const jobId = job?.id as string
+  const state = async () => (await sql<{ state: string; attempts: number; lease_owner: string | null }[]>`
+    select state, attempts, lease_owner from player_erasures where id = ${jobId}`)[0]
+  await new Promise((r) => setTimeout(r, 2000))
+  t.match(await state(), { state: 'pending', attempts: 0, lease_owner: 'another-process:1' }, 'not claimed while the other lease holds')
+  t.equal((await chEvents(tenant.id, p.ext)).length, 3, 'nothing erased meanwhile')
+  // Its lease ends without that process finishing: this one takes it over and finishes it, once.
+  await waitFor(async () => ((await state())?.state === 'done' ? true : undefined))
+  t.match(await state(), { state: 'done', attempts: 1, lease_owner: null })
+  t.equal((await chEvents(tenant.id, p.ext)).length, 0, 'originals gone')
+  t.equal((await chEvents(tenant.id, token)).length, 3, 'one copy of each')
+  t.equal((await sql`select 1 from outbox where event = 'player.erased' and data->>'erasure_id' = ${jobId}`).length, 1, 'player.erased once')
+
+  // A claim whose lease ran out and was taken by another process: its run stops before any stage.
+  const q = await personalPlayer(h, tenant.key)
+  const [stale] = await sql<Record<string, unknown>[]>`
+    insert into player_erasures (tenant_id, brand_id, player_id, external_id, token, cutoff, due_at, lease_owner, sink)
+    values (${tenant.id}, ${tenant.brand.id}, ${randomUUID()}, ${q.ext}, ${`erased-${randomBytes(16).toString('hex')}`}, now(), now() + interval '1 hour', 'the-new-owner:7', ${h.app.ctx.ch.sinkId})
+    returning *`
+  const oldClaim = { owner: 'the-old-owner:3', claimedAt: Date.now() - 400_000, leaseMs: 300_000 }
+  await t.rejects(runErasure(h.app.ctx, stale as never, oldClaim), /lease lost/)
+  t.match((await sql`select state, attempts, lease_owner from player_erasures where id = ${stale?.id as string}`)[0],
+    { state: 'pending', attempts: 0, lease_owner: 'the-new-owner:7' }, 'the job is untouched')
+  t.equal((await chEvents(tenant.id, q.ext)).length, 3, 'the player\'s events untouched')
+  await sql`delete from player_erasures where id = ${stale?.id as string}`
 })
 
 /**
