@@ -448,9 +448,8 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
     if (missionWrites.length) {
       const w = missionWrites
       writes.push(tx`
-        insert into player_missions (player_id, mission_id, tenant_id, value, stage, completions, period_start, period_done, last_completed_at, progress, updated_at)
-        select t.p, t.m, t.tn, t.v, t.s, t.c, t.ps, t.d::bool, t.l,
-               jsonb_build_object('value', t.v, 'stage', t.s, 'period_start', t.ps), now()
+        insert into player_missions (player_id, mission_id, tenant_id, value, stage, completions, period_start, period_done, last_completed_at, updated_at)
+        select t.p, t.m, t.tn, t.v, t.s, t.c, t.ps, t.d::bool, t.l, now()
         from unnest(${w.map((x) => x.player)}::uuid[], ${w.map((x) => x.mission)}::uuid[], ${w.map((x) => x.tenant)}::uuid[],
                     ${w.map((x) => x.value)}::numeric[], ${w.map((x) => x.stage)}::int[], ${w.map((x) => x.completions)}::int[],
                     ${w.map((x) => x.period?.toISOString() ?? null)}::timestamptz[], ${w.map((x) => (x.done ? 't' : 'f'))}::text[],
@@ -464,7 +463,7 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
           period_done = case when player_missions.period_start is not distinct from excluded.period_start
                              then player_missions.period_done or excluded.period_done else excluded.period_done end,
           last_completed_at = greatest(player_missions.last_completed_at, excluded.last_completed_at),
-          progress = excluded.progress, updated_at = now()`.execute())
+          updated_at = now()`.execute())
     }
     if (badgeWrites.length) {
       const w = badgeWrites
