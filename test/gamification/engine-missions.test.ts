@@ -147,6 +147,34 @@ t.test('collaborative: the brand total counts; at the target only contributors a
   t.equal((await outbox(tenant, 'gamification.mission_completed')).length, 3)
 })
 
+t.test('collaborative: a batch that read a contributor before its completion mark does not undo the mark', { skip: !process.env.DATABASE_URL && 'needs a second connection (PostgreSQL server)' }, async (t) => {
+  const tenant = await h.createTenant()
+  const m = await create(tenant, '/gamification/missions', { name: 'Together', type: 'collaborative', rules: { event_type: 'bet', measure: 'sum', target: 1e6 } })
+  await send(tenant, [bet('x', 10)])
+  const x = await playerId(tenant, 'x')
+  // What completeCollaborative does from another lane's batch: every contributor marked, in a transaction
+  // that commits while this player's next batch has read the row (unmarked) and waits to write it.
+  const other = await sql.reserve()
+  t.teardown(() => other.release())
+  await other`begin`
+  await other`update player_missions set completions = completions + 1, period_done = true, last_completed_at = now() where mission_id = ${m.id} and value > 0`
+  const res = await h.request('POST', '/events', { key: tenant.key, body: { events: [{ event_id: eid(), ...bet('x', 5) }] } })
+  t.equal(res.status, 200, res.text)
+  // The stream's batch is waiting for the row lock: it read the row before the mark commits.
+  for (let i = 0; ; i++) {
+    const [w] = await sql`select 1 from pg_stat_activity where wait_event_type = 'Lock' and query like '%insert into player_missions%'`
+    if (w) break
+    if (i > 200) throw new Error('the stream batch never waited on the mission row')
+    await new Promise((r) => setTimeout(r, 25))
+  }
+  await other`commit`
+  await h.app.ctx.stream!.idle()
+  const row = await state(x, m.id)
+  t.match(row, { value: '15', completions: 1 }, 'the bet counted and the completion kept')
+  const [done] = await sql<{ period_done: boolean }[]>`select period_done from player_missions where player_id = ${x} and mission_id = ${m.id}`
+  t.equal(done?.period_done, true, 'still done')
+})
+
 t.test('opt-in: only events after joining count; join needs an active mission and a known player', async (t) => {
   const tenant = await h.createTenant()
   const m = await create(tenant, '/gamification/missions', { name: 'Opt in', type: 'one_time', rules: { event_type: 'bet', target: 5, opt_in: true } })

@@ -2,6 +2,7 @@
 // negative balance under concurrent debits, levels up and never down on spending, each badge criterion,
 // grants and their recorded refusals, the webhooks in the outbox.
 import t from 'tap'
+import { grantBonus } from '../../src/gamification/rewards.ts'
 import { startHarness } from '../helpers/harness.ts'
 import { engineHelpers } from './engine-helpers.ts'
 
@@ -134,6 +135,25 @@ t.test('bonus grants: 201 and bonus.granted; inactive bonus and non-active playe
   const other = await h.createTenant()
   t.equal((await h.request('POST', `/bonuses/${bonus.id}/grant`, { key: other.key, body: { player_id: p1 } })).status, 404)
   t.equal((await h.request('GET', `/players/${p1}/bonuses`, { key: other.key })).status, 404)
+})
+
+t.test('a bonus of another brand of the tenant is granted to nobody and recorded nowhere, as an unknown bonus', async (t) => {
+  const tenant = await h.createTenant()
+  const second = await tenant.createBrand('second')
+  const theirs = await h.request('POST', '/bonuses', { key: tenant.key, query: { brand: second.id }, body: { name: 'Theirs', type: 'custom', value: 5, value_type: 'fixed' } })
+  t.equal(theirs.status, 201, theirs.text)
+  t.same(await sql`select brand_id from bonuses where id = ${theirs.body.data.id as string}`, [{ brand_id: second.id }])
+  await send(tenant, [{ player_id: 'p1', event_type: 'login' }])
+  const p1 = await playerId(tenant, 'p1')
+  // Every caller checks the bonus's brand first; grantBonus itself must not trust them to.
+  const out = await sql.begin((tx) => grantBonus(tx, { playerId: p1, tenantId: tenant.id, brandId: tenant.brand.id, bonusId: theirs.body.data.id, source: 'manual' }))
+  t.match(out, { id: '', status: 'refused', refusal_reason: 'bonus_not_found' })
+  t.same(await sql`select 1 from bonus_grants where player_id = ${p1}`, [], 'nothing recorded')
+  t.same(await outbox(tenant, 'bonus.granted'), [], 'no webhook')
+  const viaRoute = await h.request('POST', `/bonuses/${theirs.body.data.id}/grant`, { key: tenant.key, body: { player_id: p1 } })
+  t.equal(viaRoute.status, 400, viaRoute.text)
+  t.equal(viaRoute.body.details.errors[0].field, 'player_id', 'the route checks first: the player is not in the bonus\'s brand')
+  t.same(await sql`select 1 from bonus_grants where player_id = ${p1}`, [], 'still nothing recorded')
 })
 
 t.test('several completions of one player in one batch: ledger in order with a running balance, one level change', async (t) => {
