@@ -8,6 +8,7 @@
 // by key in SQL, not by the ids the upsert returns), so a group's transaction costs PostgreSQL one round
 // trip, not one per statement.
 import type { ReservedSql, TransactionSql } from 'postgres'
+import { lockSendGateByKey } from '../lib/send-gate.ts'
 import { applyStatuses, updateProfiles, upsertPlayers } from './queries.ts'
 import type { PlayerColumns, StatusColumns } from './transform.ts'
 
@@ -18,7 +19,7 @@ export function createProfileWriter() {
   const keyOf = (brandId: string, externalId: string) => `${brandId}\u0000${externalId}`
 
   /**
-   * Sends the statements at once, in lock order (players, then profiles, then statuses); resolves when
+   * Sends the statements at once, in lock order (send gates, players, then profiles, then statuses); resolves when
    * all have run. Remembers the upserted players: call forget() if the transaction does not commit.
    */
   async function write(tx: TransactionSql | ReservedSql, p: PlayerColumns, statuses: StatusColumns): Promise<void> {
@@ -29,6 +30,17 @@ export function createProfileWriter() {
       if (id === null || p.email[i] !== null || p.phone[i] !== null) upsert.push(i)
     })
     const sent: Promise<unknown>[] = []
+    // Players whose status or consent this group changes: their send gates first, before any row lock
+    // (lib/send-gate.ts), so an in-app message being checked and delivered for one of them commits either
+    // wholly before the change or checks after it. Only groups carrying such events pay for it.
+    const gated = { brand: [...statuses.brand_id], external: [...statuses.external_id] }
+    p.consent.forEach((c, i) => {
+      if (c !== null) {
+        gated.brand.push(p.brand_id[i] as string)
+        gated.external.push(p.external_id[i] as string)
+      }
+    })
+    if (gated.brand.length) sent.push(lockSendGateByKey(tx, gated.brand, gated.external))
     if (upsert.length) {
       sent.push(
         upsertPlayers(tx, {

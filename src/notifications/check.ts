@@ -18,19 +18,6 @@ export interface Checked {
   recipient: dq.Recipient | undefined
 }
 
-/**
- * Two processes sending to one player must not both pass a frequency cap: the marketing recipients of a
- * batch are locked until its transaction ends, one player at a time. Locks are taken in one order (of
- * their keys), so two batches never wait for each other in a cycle. A transaction that locks in several
- * rounds (a campaign batch's enrolments, then its journey steps) could still meet another in a cycle on
- * the same players; PostgreSQL then ends one of them, and its work is retried (the stream's per-event
- * fallback, the dispatcher's next claim).
- */
-export async function lockCapPlayers(tx: dq.Sql, playerIds: string[]): Promise<void> {
-  if (!playerIds.length) return
-  await tx`select pg_advisory_xact_lock(k) from (select distinct hashtext(x) as k from unnest(${playerIds}::text[]) as x order by 1) as l`
-}
-
 /** One message's check: checkSends of one (its own row, when it has an id, is not counted against its caps). */
 export async function checkSend(sql: dq.Sql, n: CheckInput, now: Date): Promise<Checked> {
   const [checked] = await checkSends(sql, [n], now, { inFlight: true })

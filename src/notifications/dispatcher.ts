@@ -17,7 +17,8 @@ import type { Outcome } from './channels/outcome.ts'
 import { createPushChannel, type PushTarget } from './channels/push.ts'
 import { createTargetCache } from './channels/targets.ts'
 import { createTelegramChannel } from './channels/telegram.ts'
-import { checkSends, lockCapPlayers } from './check.ts'
+import { lockSendGate } from '../lib/send-gate.ts'
+import { checkSends } from './check.ts'
 import * as dq from './delivery-queries.ts'
 import { inboxItemOf, type InboxItem } from './engagement.ts'
 import { messageEvent, messageEvents } from './events.ts'
@@ -76,7 +77,7 @@ type RenderRow = Pick<dq.NotificationRow, 'id' | 'channel' | 'template_id' | 'co
 
 /**
  * In-app campaign sends delivered in the transaction that enqueues them (service.ts, enqueueMany): the
- * inbox is this database, so the check at enqueue (under the player's cap lock) is the check right before
+ * inbox is this database, so the check at enqueue (under the player's send gate, lib/send-gate.ts) is the check right before
  * "sending", and the message is stored once as delivered instead of queued, claimed and updated twice.
  * Offered only where announcing is transactional (NOTIFY on a PostgreSQL server): embedded PGlite
  * publishes after the dispatcher's own commit, so there every message goes through the queue.
@@ -141,7 +142,7 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
     // In-app messages delivered here, for this process's sockets once committed.
     const published: { playerId: string; item: InboxItem }[] = []
     const prepared = await sql.begin(async (tx) => {
-      await lockCapPlayers(tx, [...new Set(items.filter((i) => i.row.class === 'marketing').map((i) => i.row.player_id))])
+      await lockSendGate(tx, [...new Set(items.filter((i) => i.row.class === 'marketing').map((i) => i.row.player_id))])
       const checked = await checkSends(tx, items.map(({ row }) => ({ id: row.id, playerId: row.player_id, brandId: row.brand_id, channel: row.channel, class: row.class, campaignId: row.campaign_id })), now, { inFlight: true })
       const checkedAt = Date.now()
       const out: (Prepared | null)[] = items.map(() => null)

@@ -8,7 +8,8 @@ import { badRequest, notFound } from '../errors.ts'
 import type { Visibility } from '../lib/visibility.ts'
 import { findPlayerRef } from '../players/service.ts'
 import * as q from './queries.ts'
-import { checkSend, checkSends, lockCapPlayers, type Checked } from './check.ts'
+import { lockSendGate } from '../lib/send-gate.ts'
+import { checkSend, checkSends, type Checked } from './check.ts'
 import * as dq from './delivery-queries.ts'
 import { inboxItemOf } from './engagement.ts'
 import { messageEvents } from './events.ts'
@@ -207,7 +208,7 @@ async function enqueueTogether(sql: dq.Sql, ctx: EnqueueContext, inputs: Enqueue
  * whether the rows come back in full (for the API's answer) or as id and status (a campaign chunk).
  * With `inAppNow` (campaign sends) and a delivery engine that offers it, in-app messages due now are
  * delivered here, in the caller's transaction (dispatcher.ts, InAppNow): checked as the dispatcher checks
- * right before sending (under the players' cap locks, counting each other), rendered, and stored once as
+ * right before sending (under the players' send gates, counting each other), rendered, and stored once as
  * delivered with their message.delivered event and inbox announce. Bulk sends still queue, in their lane.
  */
 async function enqueueMany(
@@ -231,7 +232,7 @@ async function enqueueMany(
   for (const [k, c] of (await checkSends(sql, queuedIdx.map(checkInput), now)).entries()) checked[queuedIdx[k]!] = c
   if (direct.size) {
     const directIdx = [...direct]
-    await lockCapPlayers(sql, distinct(directIdx.filter((k) => (inputs[k]!.class ?? 'marketing') === 'marketing').map((k) => inputs[k]!.playerId)))
+    await lockSendGate(sql, distinct(directIdx.filter((k) => (inputs[k]!.class ?? 'marketing') === 'marketing').map((k) => inputs[k]!.playerId)))
     for (const [k, c] of (await checkSends(sql, directIdx.map(checkInput), now, { inFlight: true })).entries()) checked[directIdx[k]!] = c
   }
   const rows: (dq.NewNotification & { id: string })[] = inputs.map((input, k) => ({ id: ids[k]!, ...newNotification(input, checked[k]!.decision, now) }))

@@ -8,6 +8,7 @@ import { iso, num as numOrNull } from '../lib/rows.ts'
 import { pagination } from '../lib/schemas.ts'
 import type { Visibility } from '../lib/visibility.ts'
 import { insertOutbox } from '../lib/outbox.ts'
+import { lockSendGate, lockSendGateByKey } from '../lib/send-gate.ts'
 import * as q from './queries.ts'
 import type { Player, PlayerProfile, PlayerWithProfile } from './schemas.ts'
 import { lifecycleStage, nextBestAction as decideNextBestAction, scores, type NextBestAction, type ScoringInput } from './scoring.ts'
@@ -195,6 +196,8 @@ export async function createOrUpdatePlayer(
 ): Promise<{ player: Player; created: boolean }> {
   const currency = input.currency?.toUpperCase()
   return deps.sql.begin(async (tx) => {
+    // A status change of an existing player takes its send gate before its row lock (lib/send-gate.ts).
+    if (input.status !== undefined) await lockSendGateByKey(tx, [input.brandId], [input.external_id])
     const inserted = await q.insertPlayerIfAbsent(tx, {
       tenantId: input.tenantId,
       brandId: input.brandId,
@@ -225,6 +228,8 @@ export async function createOrUpdatePlayer(
 
 export async function updatePlayer(deps: Deps, input: Visibility & { playerId: string } & PlayerChanges): Promise<Player> {
   return deps.sql.begin(async (tx) => {
+    // A status change takes the player's send gate before its row lock (lib/send-gate.ts).
+    if (input.status !== undefined) await lockSendGate(tx, [input.playerId])
     const prev = await q.selectPlayerForUpdate(tx, { tenantId: input.tenantId, brandId: input.brandId, playerId: input.playerId })
     if (!prev) throw notFound('player')
     return toPlayer(await applyChanges(tx, prev, input))

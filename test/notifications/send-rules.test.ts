@@ -4,6 +4,7 @@
 import t from 'tap'
 import { enqueueNotification, enqueueNotificationBatched, campaignDeliveryStats } from '../../src/notifications/service.ts'
 import { startOfDay } from '../../src/lib/zoned-time.ts'
+import { lockSendGate } from '../../src/lib/send-gate.ts'
 import { startHarness } from '../helpers/harness.ts'
 import { ingest, makePlayer, send, waitForStatus } from './delivery-helpers.ts'
 
@@ -132,6 +133,56 @@ t.test('quiet hours hold a message; the re-check at dispatch stops it when the p
   h.app.ctx.delivery?.wake()
   t.match(await waitForStatus(h, tenant, a.notification_id, ['suppressed', 'delivered']), { status: 'suppressed', reason: 'self_excluded', delivered_at: null })
   t.equal((await waitForStatus(h, tenant, b.notification_id, ['suppressed', 'delivered'])).status, 'delivered', 'the other one is sent when they end')
+})
+
+t.test('a status or consent change waits for a send being checked for that player, and a send after it sees it', { skip: !process.env.DATABASE_URL && 'needs a second connection (PostgreSQL server)' }, async (t) => {
+  const tenant = await h.createTenant()
+  const sql = h.app.ctx.sql
+  const status = async (id: string) => (await sql<{ status: string }[]>`select status from players where id = ${id}`)[0]?.status
+  const consent = async (id: string) => (await sql<{ c: unknown }[]>`select consent->'in_app'->'granted' as c from player_profiles where player_id = ${id}`)[0]?.c
+  /** Runs `change` while a send's transaction holds the player's gate (lib/send-gate.ts); returns what it saw. */
+  async function whileSending(playerId: string, change: () => Promise<{ status: number; text: string }>, committed: () => Promise<unknown>) {
+    const send = await sql.reserve()
+    try {
+      await send`begin`
+      await lockSendGate(send, [playerId])
+      let settled = false
+      const pending = change().finally(() => (settled = true))
+      let waited = false
+      for (let i = 0; i < 120 && !waited && !settled; i++) {
+        waited = (await sql`select 1 from pg_stat_activity where wait_event_type = 'Lock' and wait_event = 'advisory'`).length > 0
+        if (!waited) await new Promise((r) => setTimeout(r, 25))
+      }
+      const during = await committed()
+      await send`commit`
+      const res = await pending
+      return { waited, during, res, after: await committed() }
+    } finally {
+      send.release()
+    }
+  }
+  const a = await makePlayer(h, tenant)
+  const viaEvent = await whileSending(a.id, () => h.request('POST', '/events', { key: tenant.key, body: { events: [
+    { event_id: `se-${a.id}`, player_id: a.externalId, event_type: 'status_change', payload: { status: 'self_excluded' } }] } }), () => status(a.id))
+  t.match(viaEvent, { waited: true, during: 'active', res: { status: 200 }, after: 'self_excluded' }, 'status_change event: waited for the send, then applied')
+
+  const b = await makePlayer(h, tenant)
+  const viaApi = await whileSending(b.id, () => h.request('PATCH', `/players/${b.id}`, { key: tenant.key, body: { status: 'suspended' } }), () => status(b.id))
+  t.match(viaApi, { waited: true, during: 'active', res: { status: 200 }, after: 'suspended' }, 'PATCH /players: waited for the send, then applied')
+
+  const c = await makePlayer(h, tenant, { consent: ['in_app'] })
+  const viaConsent = await whileSending(c.id, () => h.request('POST', '/events', { key: tenant.key, body: { events: [
+    { event_id: `cu-${c.id}`, player_id: c.externalId, event_type: 'consent_update', payload: { channel: 'in_app', granted: false } }] } }), () => consent(c.id))
+  t.match(viaConsent, { waited: true, during: true, res: { status: 200 }, after: false }, 'consent_update event: waited for the send, then applied')
+  // The other side: a send checked after the change sees it.
+  t.match((await trySend(tenant.key, { player_id: a.id })).body.data, { status: 'suppressed', reason: 'self_excluded' })
+  t.match((await trySend(tenant.key, { player_id: c.id })).body.data, { status: 'suppressed', reason: 'no_consent' })
+
+  // Events that change neither wait for nothing.
+  const d = await makePlayer(h, tenant)
+  const plain = await whileSending(d.id, () => h.request('POST', '/events', { key: tenant.key, body: { events: [
+    { event_id: `bet-${d.id}`, player_id: d.externalId, event_type: 'bet', payload: { amount: 1, currency: 'EUR' } }] } }), () => status(d.id))
+  t.match(plain, { waited: false, res: { status: 200 } }, 'a bet does not wait for sends')
 })
 
 t.test('enqueueNotification: idempotent per key inside a caller transaction; cancelled campaigns suppress; stats', async (t) => {
