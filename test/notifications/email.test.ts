@@ -17,6 +17,8 @@ const smtp = new SMTPServer({
   authOptional: false,
   onAuth(auth, _session, cb) {
     if (auth.username === 'mailer' && auth.password === 's3cret-pw') return cb(null, { user: 'mailer' })
+    // Like providers whose SMTP user is an API token: the refusal names it.
+    if (auth.username?.startsWith('tok-')) return cb(new Error(`unknown server token ${auth.username} (password ${auth.password})`))
     cb(new Error('bad credentials'))
   },
   onRcptTo(address, _session, cb) {
@@ -185,6 +187,20 @@ t.test('transient refusals are retried up to 5 attempts, then failed', async (t)
   t.match(n.error, /451.*after 5 attempts/)
   t.equal(rcptCalls.get(address), 5)
   t.equal(n.delivered_at, null)
+})
+
+t.test('an SMTP refusal that names the credentials does not put them in the stored error', async (t) => {
+  const tenant = await h.createTenant()
+  const put = await h.request('PUT', '/settings/channels/email', {
+    key: tenant.key, body: { smtp_url: `smtp://tok-7f3a9c2e51:pw-84b1d6e0@127.0.0.1:${smtpPort}`, from: 'news@casino.example' },
+  })
+  t.equal(put.status, 200, put.text)
+  const player = await makePlayer(h, tenant, { email: `tok-${Date.now()}@example.com`, consent: ['email'] })
+  const sent = await send(h, tenant, { player_id: player.id, channel: 'email', payload: { body: 'x' } })
+  const n = await waitForStatus(h, tenant, sent.notification_id, ['failed', 'delivered', 'bounced'], 30_000)
+  t.match(n, { status: 'failed', error: /unknown server token \*\*\* \(password \*\*\*\)/ })
+  const [row] = await h.app.ctx.sql<{ error: string }[]>`select error from notifications where id = ${sent.notification_id as string}`
+  t.notMatch(row?.error ?? '', /7f3a9c2e51|84b1d6e0/, 'neither stored')
 })
 
 t.test('a send is not delivered when the brand has no email settings', async (t) => {

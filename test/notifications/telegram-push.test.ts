@@ -85,6 +85,21 @@ t.test('telegram: 403 blocked fails and removes the chat id', async (t) => {
   t.equal((await h.request('DELETE', `/players/${player.id}/telegram`, { key: tenant.key })).status, 404)
 })
 
+t.test('telegram: a refusal quoting the request path does not put the bot token in the stored error', async (t) => {
+  // A proxy in front of the Bot API whose error page repeats the requested path (the token is in it).
+  const proxy = await listen((req) => ({ status: 404, headers: { 'content-type': 'text/html' }, body: `<h1>Not Found</h1><p>${req.url} was not found</p>` }))
+  const tenant = await h.createTenant()
+  t.equal((await h.request('PUT', '/settings/channels/telegram', { key: tenant.key, body: { bot_token: TOKEN, api_base_url: proxy.url } })).status, 200)
+  const player = await makePlayer(h, tenant, { consent: ['telegram'] })
+  await h.request('PUT', `/players/${player.id}/telegram`, { key: tenant.key, body: { chat_id: '222' } })
+  const sent = await send(h, tenant, { player_id: player.id, channel: 'telegram', payload: { body: 'x' } })
+  const n = await waitForStatus(h, tenant, sent.notification_id, ['delivered', 'failed'])
+  t.match(n, { status: 'failed', error: /404: .*\/bot\*\*\*\/sendMessage was not found/ })
+  t.notMatch(JSON.stringify(n), /AAExample/, 'not in the API answer')
+  const [row] = await h.app.ctx.sql<{ error: string }[]>`select error from notifications where id = ${sent.notification_id as string}`
+  t.notMatch(row?.error ?? '', /AAExample/, 'not stored')
+})
+
 // --- Web Push --------------------------------------------------------------------------------------------
 
 interface Received { path: string; payload: any; jwt: any }

@@ -11,7 +11,7 @@ import type SMTPPool from 'nodemailer/lib/smtp-pool/index.js'
 import { checkUrl, UrlPolicyError } from '../../lib/url-policy.ts'
 import { createWorkerClient } from '../../workers/rpc.ts'
 import { smtpTarget } from '../settings.ts'
-import type { Outcome } from './outcome.ts'
+import { withoutSecrets, type Outcome } from './outcome.ts'
 
 export interface EmailMessage {
   from: string
@@ -103,47 +103,68 @@ export function createSmtpSender(opts: SmtpOptions) {
 
   return {
     async send(brand: EmailBrand, m: EmailMessage): Promise<Outcome> {
-      let transport
-      try {
-        transport = await transportFor(brand.brandId, brand.smtpUrl, brand.version)
-      } catch (err) {
-        return { kind: 'retry', error: err instanceof UrlPolicyError ? `smtp host refused: ${err.message}` : `smtp: ${(err as Error).message}` }
-      }
-      await acquire(brand.brandId)
-      try {
-        // Waited behind slow sends long enough that the player may have self-excluded or withdrawn
-        // consent meanwhile: back to the dispatcher, to be checked again before it goes.
-        if (Date.now() - m.checkedAt > (opts.maxCheckAgeMs ?? 10_000)) return { kind: 'unsent', reason: 'its check is too old' }
-        const info = await transport.sendMail({
-          from: m.from,
-          to: m.to,
-          replyTo: m.replyTo ?? undefined,
-          subject: m.subject,
-          html: m.html,
-          text: m.text,
-          headers: {
-            // RFC 8058: a one-click POST to this URL unsubscribes; RFC 2369 wants it in angle brackets.
-            'List-Unsubscribe': `<${m.unsubscribeUrl}>`,
-            'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click',
-            'X-Respin-Notification': m.notificationId,
-          },
-        })
-        if (info.rejected?.length) return { kind: 'bounced', error: `smtp: recipient refused: ${info.response ?? ''}`.trim() }
-        return { kind: 'delivered' }
-      } catch (err) {
-        const e = err as { responseCode?: number; command?: string; response?: string; message: string }
-        if (e.responseCode && e.responseCode >= 500 && /RCPT/i.test(e.command ?? '')) {
-          return { kind: 'bounced', error: `smtp ${e.responseCode}: ${e.response ?? e.message}` }
-        }
-        return { kind: 'retry', error: `smtp${e.responseCode ? ` ${e.responseCode}` : ''}: ${e.response ?? e.message}` }
-      } finally {
-        release(brand.brandId)
-      }
+      return withoutSecrets(await sendMail(brand, m), credentialsOf(brand.smtpUrl))
     },
     close() {
       for (const pending of transports.values()) pending.then((t) => t.transport.close()).catch(() => {})
       transports.clear()
     },
+  }
+
+  async function sendMail(brand: EmailBrand, m: EmailMessage): Promise<Outcome> {
+    let transport
+    try {
+      transport = await transportFor(brand.brandId, brand.smtpUrl, brand.version)
+    } catch (err) {
+      return { kind: 'retry', error: err instanceof UrlPolicyError ? `smtp host refused: ${err.message}` : `smtp: ${(err as Error).message}` }
+    }
+    await acquire(brand.brandId)
+    try {
+      // Waited behind slow sends long enough that the player may have self-excluded or withdrawn
+      // consent meanwhile: back to the dispatcher, to be checked again before it goes.
+      if (Date.now() - m.checkedAt > (opts.maxCheckAgeMs ?? 10_000)) return { kind: 'unsent', reason: 'its check is too old' }
+      const info = await transport.sendMail({
+        from: m.from,
+        to: m.to,
+        replyTo: m.replyTo ?? undefined,
+        subject: m.subject,
+        html: m.html,
+        text: m.text,
+        headers: {
+          // RFC 8058: a one-click POST to this URL unsubscribes; RFC 2369 wants it in angle brackets.
+          'List-Unsubscribe': `<${m.unsubscribeUrl}>`,
+          'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click',
+          'X-Respin-Notification': m.notificationId,
+        },
+      })
+      if (info.rejected?.length) return { kind: 'bounced', error: `smtp: recipient refused: ${info.response ?? ''}`.trim() }
+      return { kind: 'delivered' }
+    } catch (err) {
+      const e = err as { responseCode?: number; command?: string; response?: string; message: string }
+      if (e.responseCode && e.responseCode >= 500 && /RCPT/i.test(e.command ?? '')) {
+        return { kind: 'bounced', error: `smtp ${e.responseCode}: ${e.response ?? e.message}` }
+      }
+      return { kind: 'retry', error: `smtp${e.responseCode ? ` ${e.responseCode}` : ''}: ${e.response ?? e.message}` }
+    } finally {
+      release(brand.brandId)
+    }
+  }
+}
+
+/** The user and password of an SMTP URL, as written and decoded: cut out of the errors a server's replies make. */
+function credentialsOf(smtpUrl: string): string[] {
+  const decoded = (x: string) => {
+    try {
+      return decodeURIComponent(x)
+    } catch {
+      return x
+    }
+  }
+  try {
+    const u = new URL(smtpUrl)
+    return [u.username, u.password, decoded(u.username), decoded(u.password)]
+  } catch {
+    return []
   }
 }
 

@@ -22,3 +22,16 @@ export function retryAfterSeconds(value: string | string[] | undefined, now = Da
   const at = Date.parse(v)
   return Number.isFinite(at) ? Math.max(0, Math.ceil((at - now) / 1000)) : undefined
 }
+
+/**
+ * The outcome with these credentials cut out of its error text. The error is stored on the notification
+ * and read back through the API (read scope), and a peer's reply may repeat them: a proxy's error page
+ * quoting the requested path `/bot<token>/sendMessage`, an SMTP server naming the user it refused (some
+ * providers' users are API tokens). Values shorter than 4 characters are left alone (they would mangle text).
+ */
+export function withoutSecrets<O extends Outcome>(outcome: O, secrets: (string | null | undefined)[]): O {
+  if (!('error' in outcome) || !outcome.error) return outcome
+  let error = outcome.error
+  for (const s of secrets) if (s && s.length >= 4) error = error.split(s).join('***')
+  return error === outcome.error ? outcome : { ...outcome, error }
+}
