@@ -154,7 +154,7 @@ function handle(ctx: AppContext, route: CompiledRoute, res: HttpResponse, req: H
   const requestId = given && REQUEST_ID_RE.test(given) ? given : newRequestId()
   const rawQuery = req.getQuery() ?? ''
   const rawParams = route.paramNames.length === 0 ? NO_PARAMS : route.paramNames.map((_, i) => req.getParameter(i) ?? '')
-  const meta: Meta = { requestId, started, method: route.def.method, path: req.getUrl(), route: route.def.path, tenantId: undefined as string | undefined }
+  const meta: Meta = { requestId, started, method: route.def.method, path: loggedPath(req.getUrl(), route, rawParams), route: route.def.path, tenantId: undefined as string | undefined }
 
   const fail = (err: unknown) => {
     try {
@@ -588,6 +588,16 @@ function sendError(ctx: AppContext, res: HttpResponse, conn: Conn, err: unknown,
 
 /** The route label of a request no route matched (any path: the label must stay one value). */
 const UNMATCHED_ROUTE = 'unmatched'
+
+/**
+ * The path as the request line logs it. A `:token` segment (tracking and unsubscribe links) is the
+ * credential itself, one that unsubscribes a player: the log shows `:token` in its place.
+ */
+function loggedPath(url: string, route: { paramNames: string[] }, rawParams: readonly string[]): string {
+  const i = route.paramNames.indexOf('token')
+  const token = i >= 0 ? rawParams[i] : undefined
+  return token ? url.split(token).join(':token') : url
+}
 
 /** At the end of every request: its histogram sample (src/lib/metrics.ts) and its one log line. */
 function finishRequest(ctx: AppContext, meta: Meta, status: number): void {

@@ -33,6 +33,25 @@ export const DEFAULT_REDACT = [
   '*.email',
   '*.phone',
   '*.ip',
+  // Channel credentials and webhook secrets, should an object holding them ever be logged.
+  'smtpUrl',
+  'smtp_url',
+  'botToken',
+  'bot_token',
+  'vapidPrivateKey',
+  'vapid_private_key',
+  'previousSecret',
+  '*.smtpUrl',
+  '*.smtp_url',
+  '*.botToken',
+  '*.bot_token',
+  '*.vapidPrivateKey',
+  '*.vapid_private_key',
+  '*.previousSecret',
+  // A request's headers one level down (`{ req: { headers } }`).
+  '*.headers["x-api-key"]',
+  '*.headers.authorization',
+  '*.headers.cookie',
 ]
 
 export function createLogger(level: string, opts: { redact?: string[]; destination?: DestinationStream } = {}): Logger {

@@ -152,8 +152,23 @@ t.test('one log line per request, key material and PII redacted', async (t) => {
   t.equal(requestLines.filter((l) => l.reqId === 'req-log-1').length, 1, 'exactly one line')
   t.match(requestLines.find((l) => l.route === '/players'), { status: 200, tenantId: tenant.id })
   // Configured redaction: built-in paths plus LOG_REDACT's.
-  h.app.ctx.log.info({ email: 'a@example.com', player: { phone: '+39000', external_id: 'ext-42' }, headers: { authorization: `Bearer ${tenant.key}` }, custom_secret: 'shh' }, 'redaction probe')
+  h.app.ctx.log.info({
+    email: 'a@example.com', player: { phone: '+39000', external_id: 'ext-42' }, headers: { authorization: `Bearer ${tenant.key}` }, custom_secret: 'shh',
+    req: { headers: { authorization: 'Bearer nested-auth-9', 'x-api-key': 'nested-key-9' } },
+    settings: { smtpUrl: 'smtp://u:smtp-pw-9@h', botToken: '1:bot-token-9', vapidPrivateKey: 'vapid-9' },
+  }, 'redaction probe')
   const probe = lines.find((l) => l.msg === 'redaction probe')
-  t.match(probe, { email: '[redacted]', player: { phone: '[redacted]', external_id: '[redacted]' }, headers: { authorization: '[redacted]' }, custom_secret: '[redacted]' })
-  for (const secret of [tenant.key, 'pii@example.com', '+391234567', 'ext-42', 'shh']) t.notOk(rawLog.includes(secret), `${secret} never logged`)
+  t.match(probe, {
+    email: '[redacted]', player: { phone: '[redacted]', external_id: '[redacted]' }, headers: { authorization: '[redacted]' }, custom_secret: '[redacted]',
+    req: { headers: { authorization: '[redacted]', 'x-api-key': '[redacted]' } },
+    settings: { smtpUrl: '[redacted]', botToken: '[redacted]', vapidPrivateKey: '[redacted]' },
+  })
+  // A tracking or unsubscribe link's token is a credential of its own: the request line shows `:token`.
+  const token = 'AAAAtrackingTokenThatIsNotValid0123456789'
+  await fetch(`${h.origin}/t/u/${token}`, { method: 'POST' })
+  const unsub = lines.slice(before).find((l) => l.msg === 'request' && l.route === '/t/u/:token')
+  t.match(unsub, { path: '/t/u/:token' }, 'the token is not in the logged path')
+  for (const secret of [tenant.key, 'pii@example.com', '+391234567', 'ext-42', 'shh', 'nested-auth-9', 'nested-key-9', 'smtp-pw-9', 'bot-token-9', 'vapid-9', token]) {
+    t.notOk(rawLog.includes(secret), `${secret} never logged`)
+  }
 })
