@@ -29,11 +29,18 @@ export const ADMIN_ACTOR: AuditActor = { actor: 'admin' }
 export const actorOf = (req: { principal: Principal }): AuditActor => ({ actor: 'key', actorKeyId: req.principal.keyId, tenantId: req.principal.tenantId })
 
 /** Field names whose values are secrets: masked in before/after, at any depth. */
-const SECRET_FIELD = /secret|password|passwd|token|private|credential|signing|^key$|api_?key|key_hash|authorization|cookie|smtp_pass|vapid/i
+const SECRET_FIELD = /secret|password|passwd|token|private|credential|signing|^key$|api_?key|key_hash|authorization|cookie|smtp_pass/i
 export const MASK = '[masked]'
 
-/** A copy with every secret-named field's value replaced (null, empty and boolean values stay: they reveal no secret). */
+/** A URL's password (`scheme://user:pass@host`), whatever the field is called. */
+const URL_PASSWORD = /^([a-z][a-z0-9+.-]*:\/\/[^/@:\s]*:)[^/@\s]+@/i
+
+/**
+ * A copy with every secret-named field's value replaced (null, empty and boolean values stay: they reveal
+ * no secret), and the password of any URL-shaped string cut (`smtp://user:***@host`).
+ */
 export function maskSecrets(value: unknown, depth = 0): unknown {
+  if (typeof value === 'string') return URL_PASSWORD.test(value) ? value.replace(URL_PASSWORD, '$1***@') : value
   if (depth > 32 || value === null || typeof value !== 'object') return value
   if (Array.isArray(value)) return value.map((v) => maskSecrets(v, depth + 1))
   const out: Record<string, unknown> = {}

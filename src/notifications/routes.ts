@@ -1,3 +1,4 @@
+import { actorOf } from '../audit/service.ts'
 import Type, { type Static, type TSchema } from 'typebox'
 import type { AppContext } from '../context.ts'
 import { notFound } from '../errors.ts'
@@ -112,12 +113,12 @@ const brandOf = async (req: { resolveBrand(): Promise<{ id: string; tenantId?: s
   return { tenantId: req.principal.tenantId, brandId: brand.id }
 }
 
-const channelPut = <B extends TSchema, O extends TSchema>(channel: Channel, body: B, out: O, description: string, put: (ctx: AppContext, brand: { tenantId: string; brandId: string }, body: Static<B>) => Promise<unknown>) =>
+const channelPut = <B extends TSchema, O extends TSchema>(channel: Channel, body: B, out: O, description: string, put: (ctx: AppContext, brand: { tenantId: string; brandId: string }, body: Static<B>, audit: settings.SettingsAudit) => Promise<unknown>) =>
   defineRoute({
     method: 'PUT', path: `/settings/channels/${channel}`, operationId: `put${channel === 'in_app' ? 'InApp' : channel[0]!.toUpperCase() + channel.slice(1)}ChannelSettings`, tags: settingsTags,
     summary: `Set the brand's ${channel} channel settings (the whole object)`, description,
     body, responses: { 200: data(out) }, brandScoped: true,
-    handler: async (ctx, req) => ({ data: await put(ctx, await brandOf(req), req.body as Static<B>) }),
+    handler: async (ctx, req) => ({ data: await put(ctx, await brandOf(req), req.body as Static<B>, { ...actorOf(req), requestId: req.requestId }) }),
   })
 
 const settingsDeps = (ctx: AppContext) => ({ sql: ctx.sql, box: ctx.secretBox, config: ctx.config })
@@ -130,13 +131,13 @@ notificationRoutes.push(
     handler: async (ctx, req) => ({ data: await settings.getChannelSettings(ctx.sql, (await brandOf(req)).brandId) }),
   }),
   channelPut('email', settings.EmailSettingsBody, settings.EmailSettings, 'The SMTP host passes the outbound URL policy (private addresses refused unless WEBHOOK_ALLOW_PRIVATE). The URL with its password is stored encrypted and read back masked.',
-    (ctx, brand, body) => settings.putEmailSettings(settingsDeps(ctx), brand, body)),
+    (ctx, brand, body, audit) => settings.putEmailSettings(settingsDeps(ctx), brand, body, audit)),
   channelPut('telegram', settings.TelegramSettingsBody, settings.TelegramSettings, '`api_base_url` passes the outbound URL policy. The bot token is stored encrypted and read back masked.',
-    (ctx, brand, body) => settings.putTelegramSettings(settingsDeps(ctx), brand, body)),
+    (ctx, brand, body, audit) => settings.putTelegramSettings(settingsDeps(ctx), brand, body, audit)),
   channelPut('push', settings.PushSettingsBody, settings.PushSettings, 'Both VAPID keys, or neither: then a key pair is generated. The private key is stored encrypted and never shown.',
-    (ctx, brand, body) => settings.putPushSettings(settingsDeps(ctx), brand, body)),
+    (ctx, brand, body, audit) => settings.putPushSettings(settingsDeps(ctx), brand, body, audit)),
   channelPut('in_app', settings.InAppSettingsBody, settings.InAppSettings, 'How long delivered in-app messages stay in the inbox.',
-    (ctx, brand, body) => settings.putInAppSettings(settingsDeps(ctx), brand, body)),
+    (ctx, brand, body, audit) => settings.putInAppSettings(settingsDeps(ctx), brand, body, audit)),
   defineRoute({
     method: 'GET', path: '/settings/delivery', operationId: 'getDeliverySettings', tags: settingsTags,
     summary: "The brand's frequency caps, quiet hours and consent policy",
@@ -148,7 +149,7 @@ notificationRoutes.push(
     summary: "Replace the brand's delivery settings (a key left out takes its default)",
     description: 'Caps count marketing messages per calendar day / ISO week in the player\'s time zone (else the quiet hours\' zone, else UTC). A marketing message due inside quiet hours is held and sent when they end.',
     body: settings.DeliverySettingsBody, responses: { 200: data(settings.DeliverySettingsOut) }, brandScoped: true,
-    handler: async (ctx, req) => ({ data: await settings.putDeliverySettings(ctx.sql, await brandOf(req), req.body) }),
+    handler: async (ctx, req) => ({ data: await settings.putDeliverySettings(ctx.sql, await brandOf(req), req.body, { ...actorOf(req), requestId: req.requestId }) }),
   }),
 
   defineRoute({

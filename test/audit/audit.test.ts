@@ -96,6 +96,34 @@ t.test('recordAudit for operator routes: actor key id, secrets masked at any dep
   t.same(maskSecrets({ api_key: 'k', list: [{ token: 'x' }], secret: null }), { api_key: MASK, list: [{ token: MASK }], secret: null })
 })
 
+t.test('channel and delivery settings changes are audited with secrets masked or absent', async (t) => {
+  const tenant = await h.createTenant()
+  const key = await tenant.createKey({ name: 'settings' })
+  const put = (path: string, body: Record<string, unknown>) => h.request('PUT', path, { key: key.key, body })
+  t.equal((await put('/settings/channels/email', { smtp_url: 'smtp://mailer:first-pw-1@127.0.0.1:2525', from: 'a@casino.example' })).status, 200)
+  t.equal((await put('/settings/channels/email', { smtp_url: 'smtp://mailer:second-pw-2@127.0.0.1:2526', from: 'b@casino.example' })).status, 200)
+  t.equal((await put('/settings/channels/telegram', { bot_token: '123456:bot-secret-3', api_base_url: 'http://127.0.0.1:9' })).status, 200)
+  const push = await put('/settings/channels/push', { vapid_subject: 'mailto:ops@casino.example' })
+  t.equal(push.status, 200, push.text)
+  t.equal((await put('/settings/delivery', { frequency_caps: [{ channel: 'email', max: 3, per: 'day' }] })).status, 200)
+  const rows = (await audit({ tenant_id: tenant.id, limit: 50 })).body.data as { action: string; actor_key_id: string; before: any; after: any; target: { type: string; id: string } }[]
+  const email = rows.filter((r) => r.action === 'putEmailChannelSettings')
+  t.equal(email.length, 2)
+  t.match(email[0], {
+    actor_key_id: key.id, target: { type: 'brand_channel_settings', id: `${tenant.brand.id}:email` },
+    before: { smtp_url: 'smtp://mailer:***@127.0.0.1:2525', from: 'a@casino.example' }, after: { smtp_url: 'smtp://mailer:***@127.0.0.1:2526', from: 'b@casino.example' },
+  })
+  t.notOk(email[1]?.before, 'the first write has no before')
+  t.match(rows.find((r) => r.action === 'putTelegramChannelSettings'), { after: { api_base_url: 'http://127.0.0.1:9' } })
+  t.match(rows.find((r) => r.action === 'putPushChannelSettings'), { after: { vapid_subject: 'mailto:ops@casino.example' } })
+  t.match(rows.find((r) => r.action === 'putDeliverySettings'), { target: { type: 'brand_delivery_settings', id: tenant.brand.id }, after: { frequency_caps: [{ channel: 'email', max: 3, per: 'day' }] } })
+  const text = JSON.stringify(rows)
+  for (const secret of ['first-pw-1', 'second-pw-2', 'bot-secret-3']) t.notOk(text.includes(secret), `${secret} not in the trail`)
+  const [stored] = await h.app.ctx.sql<{ secret: string }[]>`select secret from brand_channel_settings where brand_id = ${tenant.brand.id} and channel = 'push'`
+  t.notOk(text.includes(h.app.ctx.secretBox.open(stored!.secret)), 'nor the VAPID private key')
+  t.same(maskSecrets({ url: 'smtps://u:p4ss@h:465', plain: 'https://example.com/a:b@c' }), { url: 'smtps://u:***@h:465', plain: 'https://example.com/a:b@c' })
+})
+
 t.test('webhook changes by an operator key are audited, the secret never', async (t) => {
   const tenant = await h.createTenant()
   const key = await tenant.createKey({ name: 'ops' })
