@@ -172,6 +172,9 @@ export async function createInboxHub(ctx: Pick<AppContext, 'config' | 'sql' | 'p
               open++
               alive.add(ws)
               ws.on('pong', () => alive.add(ws))
+              // A frame over maxPayload or a malformed one: ws emits 'error' on the socket, and an error
+              // event nobody listens to ends the whole process. The client loses its socket, nothing more.
+              ws.on('error', () => ws.terminate())
               let set = nodeSockets.get(playerId)
               if (!set) nodeSockets.set(playerId, (set = new Set()))
               set.add(ws)

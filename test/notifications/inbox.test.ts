@@ -212,6 +212,22 @@ t.test('the key that signs socket tokens and cursors is stored sealed; a raw one
   await sql`delete from app_secrets where name = ${name}`
 })
 
+t.test('a frame over the size limit closes that socket only; the process and other sockets live on', async (t) => {
+  const tenant = await h.createTenant()
+  const player = await makePlayer(h, tenant)
+  const token = (await h.request('POST', `/players/${player.id}/inbox/token`, { key: tenant.key })).body.data.token
+  const other = await openSocket(token)
+  t.teardown(() => other.ws.close())
+  const rude = await openSocket(token)
+  rude.ws.on('error', () => {})
+  const closed = new Promise<number>((resolve) => rude.ws.on('close', (code) => resolve(code)))
+  rude.ws.send('x'.repeat(5000))
+  t.ok(await closed, 'the sender\'s socket is closed')
+  t.equal((await h.request('GET', '/health/live')).status, 200, 'the process lives on')
+  const sent = await send(h, tenant, { player_id: player.id, channel: 'in_app', payload: { body: 'still here' } })
+  t.equal((await other.next()).data.id, sent.notification_id, 'the other socket still hears its player')
+})
+
 t.test('tenant isolation on the inbox, notification and contact routes', async (t) => {
   const tenant = await h.createTenant()
   const other = await h.createTenant()
