@@ -26,6 +26,22 @@ export function openRedis(redisUrl: string | undefined, log: Logger): Redis | un
     if (lastError) log.info('redis reconnected')
     lastError = ''
   })
+  // A Redis that keeps the connection but stops answering would cost every command its full
+  // commandTimeout, one after another: 2 s on each ingest request's rate-limit check and again on its
+  // dedupe claim, for as long as it lasts. After the first timeout the connection is dropped and made
+  // again; until a new one passes ioredis's ready check (which itself times out against a silent server),
+  // commands fail at once and their callers take their documented fallbacks.
+  const send = redis.sendCommand.bind(redis)
+  redis.sendCommand = ((...args: Parameters<Redis['sendCommand']>) => {
+    const sent = send(...args) as Promise<unknown>
+    sent.catch((err: unknown) => {
+      if ((err as Error)?.message !== 'Command timed out' || redis.status !== 'ready') return
+      lastError = 'Command timed out'
+      log.warn('redis: a command timed out; reconnecting (commands fail at once until it answers again)')
+      redis.disconnect(true)
+    })
+    return sent
+  }) as Redis['sendCommand']
   return redis
 }
 

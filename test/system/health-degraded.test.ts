@@ -78,3 +78,68 @@ t.test(
     t.equal(back.status, 200, 'healthy again once PostgreSQL answers')
   },
 )
+
+/** A TCP relay to Redis that can go silent: connections stay open, nothing is answered (a hung server). */
+async function silenceableRelay(target: { host: string; port: number }) {
+  let silent = false
+  const sockets = new Set<net.Socket>()
+  const server = net.createServer((client) => {
+    const upstream = net.connect(target)
+    for (const s of [client, upstream]) {
+      sockets.add(s)
+      s.on('error', () => {})
+      s.on('close', () => sockets.delete(s))
+    }
+    client.on('data', (d) => !silent && upstream.write(d))
+    upstream.on('data', (d) => !silent && client.write(d))
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    silence: (on: boolean) => (silent = on),
+    close: () => {
+      for (const s of sockets) s.destroy()
+      return new Promise((resolve) => server.close(resolve))
+    },
+  }
+}
+
+const redisUrl = process.env.REDIS_URL
+t.test(
+  'Redis that stops answering costs one command timeout, not one per request; it is used again once it answers',
+  { skip: redisUrl ? false : 'needs REDIS_URL (a Redis server to put behind a silent relay)' },
+  async (t) => {
+    const url = new URL(redisUrl as string)
+    const relay = await silenceableRelay({ host: url.hostname, port: Number(url.port || 6379) })
+    t.teardown(() => relay.close())
+    url.host = `127.0.0.1:${relay.port}`
+    const h = await startHarness(t, { env: { REDIS_URL: url.toString() } })
+    const tenant = await h.createTenant()
+    let n = 0
+    const ingest = async () => {
+      const started = Date.now()
+      const res = await h.request('POST', '/events', { key: tenant.key, body: { events: [{ event_id: `hang-${n++}`, player_id: 'p1', event_type: 'login' }] } })
+      return { status: res.status, ms: Date.now() - started }
+    }
+    t.equal((await ingest()).status, 200)
+    relay.silence(true)
+    const first = await ingest()
+    t.equal(first.status, 200, 'the request that met the timeout still succeeds (fallbacks)')
+    const after: number[] = []
+    for (let i = 0; i < 5; i++) {
+      const r = await ingest()
+      t.equal(r.status, 200)
+      after.push(r.ms)
+    }
+    t.ok(Math.max(...after) < 1000, `later requests do not wait for Redis: ${after.join(', ')} ms (first ${first.ms} ms)`)
+    relay.silence(false)
+    let back = false
+    // A connection made while it was silent waits out its ready check (a command timeout) first.
+    for (let i = 0; i < 80 && !back; i++) {
+      await new Promise((r) => setTimeout(r, 250))
+      back = h.app.ctx.redis?.status === 'ready'
+    }
+    t.ok(back, `ready again once Redis answers (${h.app.ctx.redis?.status})`)
+    t.equal((await ingest()).status, 200)
+  },
+)
