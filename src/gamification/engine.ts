@@ -17,6 +17,7 @@ import type { InterestEntry, StreamConsumer, StreamEvent } from '../engine/event
 import type { EventCondition } from '../lib/event-filter.ts'
 import { microsToDecimal, toMicros } from '../events/transform.ts'
 import { insertOutbox } from '../lib/outbox.ts'
+import { startTicker } from '../engine/work-loop.ts'
 import { memoryLeaderboards, redisLeaderboards, type BoardEntry, type Leaderboards } from '../tournaments/leaderboard.ts'
 import { periodStart } from './periods.ts'
 import { grantBonus, grantRewards, grantRewardsMany, lockPlayers, milestoneBadgesMany, awardBadge, type PlayerKey } from './rewards.ts'
@@ -667,12 +668,14 @@ export async function startGamificationEngine(ctx: AppContext) {
   ctx.gamification = engine
   await engine.rebuildBoards().catch((err: unknown) => ctx.log.error({ err }, 'gamification: leaderboards not rebuilt'))
   ctx.stream?.register(engine.consumer)
-  let stopped = false
-  let running: Promise<unknown> = Promise.resolve()
   let lastRepair = Date.now()
-  const timer = setInterval(() => {
-    if (stopped) return
-    running = (async () => {
+  // One tick at a time (the work loop's ticker): with PostgreSQL slow, an interval would start a tick each
+  // second regardless, each holding a connection, until the pool is gone.
+  const ticker = startTicker({
+    name: 'gamification-timer',
+    log: ctx.log,
+    idleIntervalMs: ctx.config.gamificationTickMs,
+    async step() {
       await engine.tick()
       // A process that died between a commit and its cache update left a stale entry: refresh recent rows.
       if (Date.now() - lastRepair > 10_000) {
@@ -680,14 +683,12 @@ export async function startGamificationEngine(ctx: AppContext) {
         lastRepair = Date.now()
         await engine.rebuildBoards({ since })
       }
-    })().catch((err: unknown) => ctx.log.error({ err }, 'gamification: timer failed'))
-  }, ctx.config.gamificationTickMs)
-  timer.unref()
+      return false
+    },
+  })
   return {
     async stop() {
-      stopped = true
-      clearInterval(timer)
-      await running
+      await ticker.stop()
       await ctx.stream?.unregister(CONSUMER_NAME)
       ctx.gamification = undefined
     },
