@@ -273,8 +273,14 @@ export const noteEndpointSuccess = (sql: Db, endpointId: string) =>
 
 // --- Retention --------------------------------------------------------------------------------------------
 
-/** Deletes up to `limit` completed deliveries and dispatched outbox rows older than the retention. */
+/**
+ * Deletes up to `limit` completed deliveries and dispatched outbox rows older than the retention, and
+ * forgets the previous secrets whose 24 hours after a rotation are over (sealed, but of no use any more).
+ */
 export async function prune(sql: Db, retentionDays: number, limit: number): Promise<{ deliveries: number; outbox: number }> {
+  await sql`
+    update webhook_endpoints set previous_secret_sealed = null, previous_secret_until = null
+    where previous_secret_sealed is not null and previous_secret_until < now()`
   const deliveries = await sql`
     delete from webhook_deliveries where id in (
       select id from webhook_deliveries where completed_at < now() - ${retentionDays} * interval '1 day' limit ${limit})`

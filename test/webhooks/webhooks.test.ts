@@ -407,6 +407,14 @@ t.test('outbound webhooks', async (t) => {
     t.equal(left.length, 1)
     const outbox = (await sql<{ outbox: number }[]>`select count(*)::int as outbox from outbox where tenant_id = ${tenant.id}`)[0]!.outbox
     t.equal(outbox, 1, `the recent outbox row stays (${kept.body.data.id})`)
+    // A rotation's previous secret is forgotten once its 24 hours are over, not before.
+    t.equal((await h.request('PATCH', `/webhooks/${e.id}`, { key: tenant.key, body: { rotate_secret: true } })).status, 200)
+    const previous = async () => (await sql<{ sealed: string | null }[]>`select previous_secret_sealed as sealed from webhook_endpoints where id = ${e.id}`)[0]!.sealed
+    await q.prune(sql, 30, 100_000)
+    t.ok(await previous(), 'kept within its 24 hours')
+    await sql`update webhook_endpoints set previous_secret_until = now() - interval '1 second' where id = ${e.id}`
+    await q.prune(sql, 30, 100_000)
+    t.equal(await previous(), null, 'forgotten after them')
   })
 })
 
