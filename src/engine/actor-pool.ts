@@ -7,7 +7,11 @@
 export interface ActorPoolOptions<T> {
   /** Runs one item. A rejection is reported to onError and never stops the pool. */
   handle(key: string, item: T): Promise<void>
-  /** At most this many items of one key run at once (default 1: a key's items run in submit order). */
+  /**
+   * At most this many items of one key run at once (default 1: a key's items run in submit order). A
+   * function is asked each time the key could start another item, so a key's limit can change while it
+   * has work (a failing webhook endpoint drops to one attempt at a time).
+   */
   perKeyConcurrency?: number | ((key: string) => number)
   /** At most this many items run at once over all keys (default 64). */
   globalConcurrency?: number
@@ -29,6 +33,11 @@ export interface ActorPool<T> {
   idle(): Promise<void>
   /** Drops what is queued (the durable queue keeps it), waits for what runs; returns the dropped items. */
   stop(): Promise<T[]>
+  /**
+   * Drops one key's queued items beyond `keep` (running ones count towards it; the latest queued go first)
+   * and returns them: for a key whose limit just fell (the durable queue keeps the items).
+   */
+  shed(key: string, keep: number): T[]
 }
 
 interface Mailbox<T> {
@@ -36,7 +45,6 @@ interface Mailbox<T> {
   /** Index of the next item in queue (a moving head instead of Array.shift, which is O(n)). */
   head: number
   running: number
-  limit: number
   /** Whether the key sits in the ready ring. */
   ready: boolean
 }
@@ -57,7 +65,7 @@ export function createActorPool<T>(opts: ActorPoolOptions<T>): ActorPool<T> {
   const pending = (box: Mailbox<T>) => box.queue.length - box.head
 
   function markReady(key: string, box: Mailbox<T>) {
-    if (!box.ready && pending(box) > 0 && box.running < box.limit) {
+    if (!box.ready && pending(box) > 0 && box.running < limitOf(key)) {
       box.ready = true
       ring.push(key)
     }
@@ -66,8 +74,11 @@ export function createActorPool<T>(opts: ActorPoolOptions<T>): ActorPool<T> {
   function pump() {
     while (running < globalLimit && ringHead < ring.length) {
       const key = ring[ringHead++]!
-      const box = boxes.get(key)!
+      const box = boxes.get(key)
+      // An entry may be stale: its items shed, or its limit lowered since it was queued for a slot.
+      if (!box || !box.ready) continue
       box.ready = false
+      if (pending(box) === 0 || box.running >= limitOf(key)) continue
       const item = box.queue[box.head]!
       box.queue[box.head++] = undefined as T
       if (box.head > 1024 && box.head * 2 > box.queue.length) {
@@ -113,7 +124,7 @@ export function createActorPool<T>(opts: ActorPoolOptions<T>): ActorPool<T> {
       if (stopping) return false
       let box = boxes.get(key)
       if (!box) {
-        box = { queue: [], head: 0, running: 0, limit: limitOf(key), ready: false }
+        box = { queue: [], head: 0, running: 0, ready: false }
         boxes.set(key, box)
       }
       box.queue.push(item)
@@ -138,6 +149,17 @@ export function createActorPool<T>(opts: ActorPoolOptions<T>): ActorPool<T> {
     idle() {
       if (running === 0 && queued === 0) return Promise.resolve()
       return new Promise((resolve) => idleWaiters.push(resolve))
+    },
+    shed(key, keep) {
+      const box = boxes.get(key)
+      if (!box) return []
+      const drop = Math.min(pending(box), box.running + pending(box) - Math.max(0, keep))
+      if (drop <= 0) return []
+      const dropped = box.queue.splice(box.queue.length - drop, drop)
+      queued -= drop
+      // Its ring entry (if ready) stays: pump skips a box with nothing pending.
+      if (box.running === 0 && pending(box) === 0) boxes.delete(key)
+      return dropped
     },
     async stop() {
       stopping = true

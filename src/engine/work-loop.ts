@@ -152,8 +152,11 @@ export interface WorkLoopOptions<Row> {
   leaseMs: number
   perKeyConcurrency?: number | ((key: string) => number)
   globalConcurrency?: number
-  /** Rows of one key held in memory (running + waiting) before that key is left out of claims (default 4 × per-key). */
-  maxPerKey?: number
+  /**
+   * Rows of one key held in memory (running + waiting) before that key is left out of claims (default 4 ×
+   * per-key). A function is asked at each claim (a failing webhook endpoint holds fewer).
+   */
+  maxPerKey?: number | ((key: string) => number)
   /** Rows held in memory over all keys (default 2 × global concurrency). */
   maxInMemory?: number
   idleIntervalMs?: number
@@ -205,6 +208,11 @@ export interface WorkLoop<Row> {
    * of room (a reservation's `room`). The same function registered twice is called once.
    */
   whenRoom(fn: () => void): void
+  /**
+   * Hands back to the table the rows of one key waiting in memory beyond `keep` (running ones count): for
+   * a key whose limits just fell, so its backlog does not hold the memory other keys could use.
+   */
+  shed(key: string, keep: number): void
   wake(): void
   stop(): Promise<void>
 }
@@ -229,7 +237,8 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
   const owner = `${process.pid}-${randomUUID()}`
   const global = Math.max(1, opts.globalConcurrency ?? 64)
   const perKeyDefault = typeof opts.perKeyConcurrency === 'number' ? opts.perKeyConcurrency : 1
-  const maxPerKey = opts.maxPerKey ?? 4 * Math.max(1, perKeyDefault)
+  const maxPerKeyOpt = opts.maxPerKey ?? 4 * Math.max(1, perKeyDefault)
+  const maxPerKey = (key: string) => (typeof maxPerKeyOpt === 'function' ? maxPerKeyOpt(key) : maxPerKeyOpt)
   const maxInMemory = opts.maxInMemory ?? 2 * global
   const claims = new WeakMap<object, { token: string; at: number }>()
   let claimNumber = 0
@@ -278,7 +287,9 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
           roomWaiters.clear()
           for (const fn of waiters) fn()
         }
-        if (full || n === maxPerKey - 1) {
+        // The key was left out of claims for being full and now has room again: claim at once.
+        const max = maxPerKey(key)
+        if (full || (n < max && n + 1 >= max)) {
           full = false
           starvedAt = 0
           ticker?.wake()
@@ -300,7 +311,7 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
         return false
       }
       const saturated: string[] = []
-      for (const [key, n] of keysHeld) if (n >= maxPerKey) saturated.push(key)
+      for (const [key, n] of keysHeld) if (n >= maxPerKey(key)) saturated.push(key)
       const token = `${owner}:${++claimNumber}`
       const rows = await claimDue<Row>(opts.sql, opts.queue, { limit: room, leaseMs: opts.leaseMs, owner: token, excludeKeys: saturated })
       const now = Date.now()
@@ -316,6 +327,21 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
   })
   const started = ticker
 
+  /** Rows taken out of the mailboxes go back to the table, due at once, for any claim (else after their lease). */
+  async function handBack(dropped: Row[]): Promise<void> {
+    if (!dropped.length) return
+    const q = opts.queue
+    const tokens = dropped.map((row) => claims.get(row as object)?.token ?? '')
+    const ids = dropped.map((row) => String((row as Record<string, unknown>)[idColumn]))
+    // Leased rows are due in the future: the due column's index narrows the scan to them.
+    await opts.sql`
+      update ${opts.sql(q.table)} as q set ${opts.sql(q.dueColumn)} = now(), ${opts.sql(q.ownerColumn)} = null
+      from unnest(${ids}::text[], ${tokens}::text[]) as r(id, token)
+      where q.${opts.sql(q.dueColumn)} > now() and q.${opts.sql(idColumn)}::text = r.id and q.${opts.sql(q.ownerColumn)} = r.token`.catch((err: unknown) =>
+      opts.log.warn({ err, loop: opts.name }, 'work loop: queued rows not handed back; they are retried after their lease'),
+    )
+  }
+
   return {
     owner,
     pool,
@@ -327,7 +353,7 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
         at: Date.now(),
         take(key) {
           const n = (keysHeld.get(key) ?? 0) + (taken.get(key) ?? 0)
-          if (room <= 0 || n >= maxPerKey) return false
+          if (room <= 0 || n >= maxPerKey(key)) return false
           room--
           taken.set(key, (taken.get(key) ?? 0) + 1)
           return true
@@ -348,6 +374,14 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
     whenRoom(fn) {
       roomWaiters.add(fn)
     },
+    shed(key, keep) {
+      const dropped = pool.shed(key, keep)
+      if (!dropped.length) return
+      const n = (keysHeld.get(key) ?? dropped.length) - dropped.length
+      if (n <= 0) keysHeld.delete(key)
+      else keysHeld.set(key, n)
+      void handBack(dropped).then(() => started.wake())
+    },
     wake() {
       const wait = starvedAt + STARVED_WAKE_MS - Date.now()
       if (wait <= 0) return started.wake()
@@ -363,20 +397,7 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
       await started.stop()
       // Rows still waiting in mailboxes are handed back (due at once, for the next process to claim);
       // if that fails they are retried after their lease anyway.
-      const dropped = await pool.stop()
-      if (dropped.length) {
-        const q = opts.queue
-        const idColumn = q.idColumn ?? 'id'
-        const tokens = dropped.map((row) => claims.get(row as object)?.token ?? '')
-        const ids = dropped.map((row) => String((row as Record<string, unknown>)[idColumn]))
-        // Leased rows are due in the future: the due column's index narrows the scan to them.
-        await opts.sql`
-          update ${opts.sql(q.table)} as q set ${opts.sql(q.dueColumn)} = now(), ${opts.sql(q.ownerColumn)} = null
-          from unnest(${ids}::text[], ${tokens}::text[]) as r(id, token)
-          where q.${opts.sql(q.dueColumn)} > now() and q.${opts.sql(idColumn)}::text = r.id and q.${opts.sql(q.ownerColumn)} = r.token`.catch((err: unknown) =>
-          opts.log.warn({ err, loop: opts.name }, 'work loop: queued rows not handed back; they are retried after their lease'),
-        )
-      }
+      await handBack(await pool.stop())
     },
   }
 }

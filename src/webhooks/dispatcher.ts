@@ -26,6 +26,13 @@ export const DEACTIVATE_AFTER_MS = 5 * 24 * 3600 * 1000
 const INACTIVE_RECHECK_MS = 60_000
 /** Attempts of one endpoint in flight at once, and connections to it (keep-alive). */
 const PER_ENDPOINT_CONCURRENCY = 8
+/**
+ * An endpoint whose last attempt failed (a timeout, a refusal, an error status) gets one attempt at a time
+ * and holds at most this many deliveries in memory until an attempt succeeds: endpoints hanging until
+ * their timeout would otherwise take 8 of the process's slots each, and 32 of them all of its slots and
+ * memory, stalling every other tenant's webhooks for as long as they hang.
+ */
+const FAILING_ENDPOINT_HELD = 2
 const GLOBAL_CONCURRENCY = 256
 /** Outbox rows fanned out per transaction. */
 const FANOUT_BATCH = 500
@@ -73,6 +80,8 @@ export function startWebhookService(ctx: AppContext): BackgroundService {
   // The HTTP exchanges on a worker thread: they were ~40 % of a busy sender's main thread.
   const http = createOutboundHttpOnWorker({ connectionsPerTarget: PER_ENDPOINT_CONCURRENCY })
   const endpoints = endpointCache(ctx)
+  // Endpoints whose last attempt in this process failed: one attempt at a time until one succeeds.
+  const failing = new Set<string>()
   const resolve = cachingResolver(systemResolver)
   // An attempt takes at most the timeout plus a few queries; a crashed process's rows are retried after this.
   const leaseMs = config.webhookTimeoutMs + 5000
@@ -151,6 +160,12 @@ export function startWebhookService(ctx: AppContext): BackgroundService {
     await outcomes.add(outcome)
     ctx.metrics?.outcome('webhook', outcome.status === 'pending' ? 'retrying' : outcome.status)
     if (!ok) ctx.metrics?.queueFailure('webhook-dispatch')
+    if (ok) failing.delete(endpoint.id)
+    else if (!failing.has(endpoint.id)) {
+      failing.add(endpoint.id)
+      // What it holds beyond its new share goes back to the table (other keys' rows can use the room).
+      dispatch.shed(endpoint.id, FAILING_ENDPOINT_HELD)
+    }
     if (ok && endpoint.failing) {
       endpoint.failing = false
       await q.noteEndpointSuccess(sql, endpoint.id)
@@ -183,9 +198,9 @@ export function startWebhookService(ctx: AppContext): BackgroundService {
     keyOf: (row) => row.endpoint_id,
     handle: attempt,
     leaseMs,
-    perKeyConcurrency: PER_ENDPOINT_CONCURRENCY,
+    perKeyConcurrency: (endpointId) => (failing.has(endpointId) ? 1 : PER_ENDPOINT_CONCURRENCY),
     globalConcurrency: GLOBAL_CONCURRENCY,
-    maxPerKey: 4 * PER_ENDPOINT_CONCURRENCY,
+    maxPerKey: (endpointId) => (failing.has(endpointId) ? FAILING_ENDPOINT_HELD : 4 * PER_ENDPOINT_CONCURRENCY),
     maxInMemory: 4 * GLOBAL_CONCURRENCY,
     idleIntervalMs: ctx.pg.kind === 'pglite' ? 250 : 1000,
     metrics: ctx.metrics,

@@ -70,3 +70,36 @@ t.test('stop drops what is queued and waits for what runs', async (t) => {
   t.equal(finished, 1)
   t.equal(pool.submit('k', 9), false)
 })
+
+t.test('a key whose limit falls runs at the new limit at once; shed hands back its latest queued items only', async (t) => {
+  let limit = 4
+  const runningOf = new Map<string, number>()
+  let maxSeenAfterDrop = 0
+  let dropped = false
+  const gates: (() => void)[] = []
+  const pool = createActorPool<number>({
+    perKeyConcurrency: () => limit,
+    globalConcurrency: 16,
+    async handle(key) {
+      runningOf.set(key, (runningOf.get(key) ?? 0) + 1)
+      if (dropped) maxSeenAfterDrop = Math.max(maxSeenAfterDrop, runningOf.get(key) ?? 0)
+      await new Promise<void>((r) => gates.push(r))
+      runningOf.set(key, (runningOf.get(key) ?? 0) - 1)
+    },
+  })
+  for (let i = 0; i < 10; i++) pool.submit('k', i)
+  t.equal(pool.running, 4, 'four at first')
+  limit = 1
+  dropped = true
+  const shed = pool.shed('k', 6)
+  t.same(shed, [6, 7, 8, 9], 'the latest queued, none running')
+  t.equal(pool.sizeOf('k'), 6)
+  // The four running end one by one; with the new limit only one more ever runs at a time.
+  while (gates.length) {
+    gates.shift()!()
+    await sleep(5)
+  }
+  await pool.idle()
+  t.equal(maxSeenAfterDrop, 1, 'never more than the new limit once it fell (the four already running excepted)')
+  t.same(pool.shed('k', 0), [], 'nothing left to shed')
+})

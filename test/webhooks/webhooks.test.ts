@@ -418,3 +418,31 @@ t.test('outbound webhooks', async (t) => {
   })
 })
 
+
+// One tenant's endpoints that hang until the timeout must not hold the process's attempt slots: after its
+// first failure an endpoint gets one attempt at a time, so another tenant's delivery goes out at once.
+t.test('32 endpoints that hang do not stall another tenant\'s webhooks', async (t) => {
+  const h = await startHarness(t, { env: { WEBHOOK_ALLOW_PRIVATE: 'true', WEBHOOK_RETRY_DELAYS: '60,60,60,60', WEBHOOK_TIMEOUT_MS: '3000' } })
+  const rx = await startReceiver(t)
+  const noisy = await h.createTenant()
+  const quiet = await h.createTenant()
+  const hung: string[] = []
+  for (let i = 0; i < 32; i++) {
+    rx.on(`/hang-${i}`, () => {}) // never answers
+    const res = await h.request('POST', '/webhooks', { key: noisy.key, body: { url: rx.url(`/hang-${i}`), events: ['player.created'] } })
+    hung.push(res.body.data.id)
+  }
+  t.equal((await h.request('POST', '/webhooks', { key: quiet.key, body: { url: rx.url('/quiet'), events: ['player.created'] } })).status, 201)
+  // 20 deliveries per hanging endpoint: enough to keep 8 of each in flight through several timeouts.
+  for (let i = 0; i < 20; i++) await h.request('POST', '/players', { key: noisy.key, body: { external_id: `noisy-${i}` } })
+  const sql = h.app.ctx.sql
+  await waitFor('every hanging endpoint failed once', async () => {
+    const [r] = await sql<{ n: number }[]>`select count(distinct endpoint_id)::int as n from webhook_deliveries where endpoint_id = any(${hung}::uuid[]) and attempt_count > 0`
+    return r!.n === 32
+  }, 30_000)
+  const started = Date.now()
+  await h.request('POST', '/players', { key: quiet.key, body: { external_id: 'quiet-1' } })
+  await waitFor('the quiet tenant\'s delivery', () => rx.at('/quiet').length === 1, 15_000)
+  const ms = Date.now() - started
+  t.ok(ms < 1500, `delivered in ${ms} ms, not after the hanging attempts' 3 s timeout`)
+})
