@@ -65,6 +65,12 @@ function runChecks(ctx: AppContext) {
       // Ingestion goes on without Redis: the rate limiter fails open and dedupe falls back (docs/ingestion.md).
       Object.assign(redis, { required: false, impact: 'ingestion goes on: the rate limiter lets requests through and dedupe checks ids against the stores until Redis answers again (docs/ingestion.md)' })
     }
+    if (clickhouse.status === 'fail' && ctx.config.ingestAckAfter === 'postgres') {
+      // Acknowledged after PostgreSQL, ingestion goes on into the spool (until it is full: ingest_spool
+      // below then fails) and every route but analytics and exports answers. Every process shares the one
+      // ClickHouse: a load balancer taking them all out for it would stop what still works.
+      Object.assign(clickhouse, { required: false, impact: 'ingestion goes on into the PostgreSQL spool and moves to ClickHouse when it answers; analytics and exports fail until then (docs/ingestion.md)' })
+    }
     const checks: Record<string, CheckResult> = { postgres, clickhouse, redis }
     const spool = ctx.ingest?.spool
     if (spool) {

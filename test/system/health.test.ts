@@ -22,3 +22,31 @@ t.test('an unknown route is a JSON 404 in the error shape', async (t) => {
   t.type(res.body.error, 'string')
   t.match(res.headers.get('content-type'), /application\/json/)
 })
+
+t.test('ClickHouse not answering: reported in checks; 200 while ingestion is acknowledged after PostgreSQL, 503 when after ClickHouse', async (t) => {
+  const ch = h.app.ctx.ch
+  const ping = ch.ping
+  t.teardown(() => {
+    ch.ping = ping
+  })
+  // The embedded engine cannot be stopped from here: its ping fails as a server's would.
+  ch.ping = async () => {
+    throw new Error('connect ECONNREFUSED 127.0.0.1:8123')
+  }
+  const config = h.app.ctx.config as { ingestAckAfter: 'clickhouse' | 'postgres' }
+  const mode = config.ingestAckAfter
+  t.teardown(() => {
+    config.ingestAckAfter = mode
+  })
+  await new Promise((r) => setTimeout(r, 1100)) // past the 1 s result cache
+  config.ingestAckAfter = 'postgres'
+  const soft = await h.request('GET', '/health')
+  t.equal(soft.status, 200)
+  t.match(soft.body.checks.clickhouse, { status: 'fail', required: false, impact: /spool/ })
+  await new Promise((r) => setTimeout(r, 1100))
+  config.ingestAckAfter = 'clickhouse'
+  const hard = await h.request('GET', '/health')
+  t.equal(hard.status, 503)
+  t.equal(hard.body.status, 'degraded')
+  t.notOk(hard.body.checks.clickhouse.required === false, 'required when ingestion waits for it')
+})
