@@ -40,9 +40,24 @@ export class UrlPolicyError extends Error {
   }
 }
 
+/**
+ * How long a lookup may take before the check gives up on it. getaddrinfo runs on libuv's thread pool and
+ * cannot be cancelled: a name server that never answers still holds that thread until the system's own
+ * resolver times out, but the caller (an attempt holding a slot, a 400 waiting for its answer) moves on.
+ */
+export const DNS_TIMEOUT_MS = 5000
+
 export const systemResolver: Resolver = async (host) => {
-  const found = await dnsLookup(host, { all: true, verbatim: true })
-  return found.map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4 }))
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`DNS lookup of ${host} took over ${DNS_TIMEOUT_MS} ms`)), DNS_TIMEOUT_MS)
+  })
+  try {
+    const found = await Promise.race([dnsLookup(host, { all: true, verbatim: true }), timeout])
+    return found.map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4 }))
+  } finally {
+    clearTimeout(timer)
+  }
 }
 
 /**

@@ -42,6 +42,8 @@ export const FANOUT_MIN = 50
 const ENDPOINT_CACHE_MS = 1000
 /** Positive DNS answers are reused this long (each attempt still checks and pins the address). */
 const DNS_CACHE_MS = 10_000
+/** A failed lookup is reused this long. */
+const DNS_FAILURE_CACHE_MS = 2_000
 const JITTER = 0.1
 
 const queueFor = (keyId: string): QueueTable => ({
@@ -397,15 +399,25 @@ function endpointCache(ctx: AppContext) {
   }
 }
 
-function cachingResolver(inner: Resolver): Resolver {
-  const cache = new Map<string, { at: number; value: ResolvedAddress[] }>()
-  return async (host) => {
+/**
+ * Lookups shared while in flight and their answers reused: at most one lookup per host at a time, so an
+ * endpoint whose name server hangs holds one of the thread pool's threads, not one per attempt (libuv
+ * gives DNS at most half of its 4, shared with every other lookup of the process). A failure is kept
+ * briefly too, so a burst of attempts to a name that does not resolve costs one lookup.
+ */
+export function cachingResolver(inner: Resolver): Resolver {
+  const cache = new Map<string, { at: number; ttl: number; value: Promise<ResolvedAddress[]> }>()
+  return (host) => {
     const hit = cache.get(host)
-    if (hit && Date.now() - hit.at < DNS_CACHE_MS) return hit.value
-    const value = await inner(host)
+    if (hit && Date.now() - hit.at < hit.ttl) return hit.value
     if (cache.size > 10_000) cache.clear()
-    cache.set(host, { at: Date.now(), value })
-    return value
+    const entry = { at: Date.now(), ttl: DNS_CACHE_MS, value: inner(host) }
+    cache.set(host, entry)
+    entry.value.catch(() => {
+      entry.at = Date.now()
+      entry.ttl = DNS_FAILURE_CACHE_MS
+    })
+    return entry.value
   }
 }
 

@@ -1,6 +1,7 @@
 // The URL policy through the API, with the policy on (no WEBHOOK_ALLOW_PRIVATE): refused at create and
 // PATCH with a 400 naming the field, and checked again at every attempt.
 import t from 'tap'
+import { cachingResolver } from '../../src/webhooks/dispatcher.ts'
 import { startHarness } from '../helpers/harness.ts'
 import { sleep, startReceiver, waitFor } from './helpers.ts'
 
@@ -48,4 +49,24 @@ t.test('URL policy at create, PATCH and every attempt', async (t) => {
   t.match(log.attempts[0], { n: 1, response_code: null, error: /^url policy: .*loopback/ })
   t.equal(log.status, 'pending', 'retried later like any failed attempt')
   t.equal(rx.received.length, 0, 'nothing reached the private address')
+})
+
+t.test('the dispatcher resolves a host once while a lookup is in flight, and keeps a failure briefly', async (t) => {
+  let calls = 0
+  let fail = false
+  const resolve = cachingResolver(async () => {
+    calls++
+    await new Promise((r) => setTimeout(r, 50))
+    if (fail) throw new Error('ENOTFOUND')
+    return [{ address: '93.184.216.34', family: 4 as const }]
+  })
+  const answers = await Promise.all(Array.from({ length: 20 }, () => resolve('hooks.example.com')))
+  t.equal(calls, 1, 'twenty attempts at once, one lookup')
+  t.same(answers[19], [{ address: '93.184.216.34', family: 4 }])
+  fail = true
+  const results = await Promise.allSettled(Array.from({ length: 20 }, () => resolve('gone.example.com')))
+  t.ok(results.every((r) => r.status === 'rejected'))
+  t.equal(calls, 2, 'a failing name: one lookup for the burst')
+  await t.rejects(resolve('gone.example.com'))
+  t.equal(calls, 2, 'and its failure is reused right after')
 })
