@@ -158,7 +158,7 @@ const auditRoute = defineAdminRoute({
     'an API key id), action, before/after with secrets masked, time, request id. `tenant_id` filters to one ' +
     "tenant; `next_cursor` pages on (null at the end).",
   query: AuditQuery, responses: { 200: AuditPage },
-  handler: async (ctx, req) => listAudit(ctx, { tenantId: req.query.tenant_id, cursor: req.query.cursor, limit: req.query.limit }),
+  handler: async (ctx, req) => listAudit(ctx.sql, { tenantId: req.query.tenant_id, cursor: req.query.cursor, limit: req.query.limit }),
 })
 
 export const adminRoutes: RouteDef[] = [...routes, auditRoute].map(audited)

@@ -7,7 +7,7 @@
 import type { TransactionSql } from 'postgres'
 import type { Principal } from '../auth/types.ts'
 import type { Sql } from '../db/postgres.ts'
-import { cursorCodec, decodeCursorOr400, type SecretStore } from '../lib/cursor.ts'
+import { cursorCodec, decodeCursorOr400 } from '../lib/cursor.ts'
 
 export interface AuditActor {
   actor: 'admin' | 'key' | 'system'
@@ -77,9 +77,8 @@ interface AuditRow {
 }
 
 /** Newest first; the cursor is the last row's id, signed. */
-export async function listAudit(store: SecretStore, input: { tenantId?: string; cursor?: string; limit: number }) {
-  const { sql } = store
-  const codec = await cursorCodec(store, 'admin-audit')
+export async function listAudit(sql: Sql, input: { tenantId?: string; cursor?: string; limit: number }) {
+  const codec = await cursorCodec(sql, 'admin-audit')
   const after = input.cursor ? Number(decodeCursorOr400(codec, input.cursor).id) : undefined
   const rows = await sql<AuditRow[]>`
     select id, tenant_id, actor, actor_key_id, action, target_type, target_id, before, after, request_id, created_at

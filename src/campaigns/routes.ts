@@ -8,7 +8,7 @@ import * as campaigns from './service.ts'
 const tags = ['campaigns']
 
 /** What the service needs: the stores, the clock, and the engine and stream it wakes after a change. */
-const deps = (ctx: AppContext, log: Logger) => ({ sql: ctx.sql, secretBox: ctx.secretBox, log, clock: ctx.clock, stream: ctx.stream, campaigns: ctx.campaigns })
+const deps = (ctx: AppContext, log: Logger) => ({ sql: ctx.sql, log, clock: ctx.clock, stream: ctx.stream, campaigns: ctx.campaigns })
 
 export const campaignRoutes: RouteDef[] = [
   defineRoute({

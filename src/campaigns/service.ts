@@ -14,7 +14,7 @@ import { computeStats } from './stats.ts'
 import { checkTransition, type CampaignStatus } from './status.ts'
 import { assertReferences, assertRunnable } from './validation.ts'
 
-type Deps = Pick<AppContext, 'sql' | 'log' | 'secretBox'> & Partial<Pick<AppContext, 'clock' | 'stream' | 'campaigns'>>
+type Deps = Pick<AppContext, 'sql' | 'log'> & Partial<Pick<AppContext, 'clock' | 'stream' | 'campaigns'>>
 
 const nowOf = (deps: Deps) => (deps.clock ? deps.clock() : new Date())
 
@@ -157,7 +157,7 @@ export async function listParticipants(
 ): Promise<{ data: Participant[]; next_cursor: string | null }> {
   const campaign = await q.selectCampaign(deps.sql, input)
   if (!campaign) throw notFound('campaign')
-  const codec = await cursorCodec(deps, PARTICIPANTS_PURPOSE)
+  const codec = await cursorCodec(deps.sql, PARTICIPANTS_PURPOSE)
   let after: { pos: string; id: string } | undefined
   if (input.cursor) {
     const c = decodeCursorOr400(codec, input.cursor)

@@ -8,7 +8,7 @@ import { MONEY_TYPES, MONEY_TYPES_SQL, SCOPE } from '../analytics/queries.ts'
 import { exportWatermark } from '../events/spool.ts'
 import { cursorCodec, decodeCursorOr400, invalidCursor } from '../lib/cursor.ts'
 
-type Deps = Pick<AppContext, 'sql' | 'ch' | 'secretBox'>
+type Deps = Pick<AppContext, 'sql' | 'ch'>
 export const DATASETS = ['players', 'events', 'transactions'] as const
 export type Dataset = (typeof DATASETS)[number]
 
@@ -24,7 +24,7 @@ const PURPOSE = 'export/v1'
 
 /** The page as the JSON text of `{ data, next_cursor }`: event rows arrive from ClickHouse as JSON text. */
 export async function exportPage(deps: Deps, input: Input): Promise<string> {
-  const codec = await cursorCodec(deps, PURPOSE)
+  const codec = await cursorCodec(deps.sql, PURPOSE)
   let position: Record<string, unknown> | undefined
   if (input.cursor !== undefined && input.cursor !== '') {
     const c = decodeCursorOr400(codec, input.cursor)

@@ -55,15 +55,15 @@ export function decodeCursorOr400(codec: CursorCodec, token: string): Record<str
 }
 
 const secrets = new WeakMap<Sql, Map<string, Promise<Buffer>>>()
+const boxes = new WeakMap<Sql, SecretBox>()
+
+/** The secret box that seals this pool's app secrets (app.ts, when it builds the context). */
+export function sealAppSecretsWith(sql: Sql, box: SecretBox): void {
+  boxes.set(sql, box)
+}
 
 /** A stored secret of the first releases: the 32 raw bytes, not yet sealed. */
 const LEGACY_LENGTH = 32
-
-/** Where app secrets live and what seals them: the pool (or a transaction) and the context's secret box. */
-export interface SecretStore {
-  sql: Sql
-  secretBox: SecretBox
-}
 
 /**
  * The named installation secret, created on first use (concurrent first uses agree on one value).
@@ -71,8 +71,9 @@ export interface SecretStore {
  * one stored raw by an earlier release is sealed in place on first read, keeping its value, so the
  * cursors and links signed with it stay valid.
  */
-export function appSecret(store: SecretStore, name: string): Promise<Buffer> {
-  const { sql, secretBox: box } = store
+export function appSecret(sql: Sql, name: string): Promise<Buffer> {
+  const box = boxes.get(sql)
+  if (!box) return Promise.reject(new Error(`app secret ${name}: no secret box for this connection pool (sealAppSecretsWith)`))
   const byName = secrets.get(sql) ?? new Map<string, Promise<Buffer>>()
   secrets.set(sql, byName)
   let pending = byName.get(name)
@@ -94,8 +95,8 @@ export function appSecret(store: SecretStore, name: string): Promise<Buffer> {
 }
 
 /** A codec for one endpoint ("purpose"), keyed by the installation's cursor secret. */
-export async function cursorCodec(store: SecretStore, purpose: string): Promise<CursorCodec> {
-  return createCursorCodec(await appSecret(store, 'cursor'), purpose)
+export async function cursorCodec(sql: Sql, purpose: string): Promise<CursorCodec> {
+  return createCursorCodec(await appSecret(sql, 'cursor'), purpose)
 }
 
 /**
@@ -110,8 +111,8 @@ export const CREATED_KEY = `to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T
  * Bound to what the list is of (`of`: its tenant, brand, endpoint, player, filters): a cursor of another
  * list is no position in this one (400).
  */
-export async function keysetCursor(store: SecretStore, purpose: string, of: string, cursor: string | undefined) {
-  const codec = await cursorCodec(store, purpose)
+export async function keysetCursor(sql: Sql, purpose: string, of: string, cursor: string | undefined) {
+  const codec = await cursorCodec(sql, purpose)
   let after: { t: string; id: string } | undefined
   if (cursor) {
     const c = decodeCursorOr400(codec, cursor)

@@ -11,7 +11,7 @@ import { messageEvent, type MessageRef } from './events.ts'
 import type { NotificationListQuery } from './schemas.ts'
 import { trackingTokens } from './tracking.ts'
 
-type Deps = Pick<AppContext, 'config' | 'sql' | 'secretBox'>
+type Deps = Pick<AppContext, 'config' | 'sql'>
 
 /** GET /t/o/{token}.gif: the first open sets opened_at and fires message.opened (email only). */
 export async function recordOpen(deps: Deps, token: string): Promise<boolean> {
@@ -94,7 +94,7 @@ export async function getNotification(deps: Deps, v: Visibility & { id: string }
 
 export async function listNotifications(deps: Deps, v: Visibility & NotificationListQuery) {
   const of = JSON.stringify([v.tenantId, v.brandId, v.player_id ?? null, v.campaign_id ?? null, v.status ?? null, v.channel ?? null])
-  const { after, next } = await keysetCursor(deps, 'notifications', of, v.cursor)
+  const { after, next } = await keysetCursor(deps.sql, 'notifications', of, v.cursor)
   const sql = deps.sql
   const rows = await sql<(dq.NotificationRow & { created_key: string })[]>`
     select ${dq.notificationColumns(sql)}, ${sql.unsafe(CREATED_KEY)} from notifications
@@ -151,7 +151,7 @@ const shownInInbox = (sql: dq.Sql, playerId: string) =>
 
 export async function listInbox(deps: Deps, v: Visibility & { playerId: string; unread?: boolean; limit: number; cursor?: string }) {
   const p = await inboxPlayer(deps, v)
-  const { after, next } = await keysetCursor(deps, 'inbox', JSON.stringify([p.id, !!v.unread]), v.cursor)
+  const { after, next } = await keysetCursor(deps.sql, 'inbox', JSON.stringify([p.id, !!v.unread]), v.cursor)
   const sql = deps.sql
   const days = await retentionDays(sql, p.brandId)
   const rows = await sql<(dq.NotificationRow & { created_key: string })[]>`
@@ -180,14 +180,14 @@ export async function markRead(deps: Deps, v: Visibility & { playerId: string; n
 /** A short-lived token for the inbox WebSocket of one player (15 minutes). */
 export async function inboxToken(deps: Deps & Pick<AppContext, 'clock'>, v: Visibility & { playerId: string }) {
   const p = await inboxPlayer(deps, v)
-  const codec = await cursorCodec(deps, 'inbox-ws')
+  const codec = await cursorCodec(deps.sql, 'inbox-ws')
   const expiresAt = new Date(deps.clock().getTime() + 15 * 60_000)
   return { token: codec.encode({ p: p.id, e: expiresAt.getTime() }), expires_at: expiresAt.toISOString() }
 }
 
 /** The player of a valid, unexpired inbox token, else null. */
 export async function playerOfInboxToken(deps: Deps & Pick<AppContext, 'clock'>, token: string): Promise<string | null> {
-  const codec = await cursorCodec(deps, 'inbox-ws')
+  const codec = await cursorCodec(deps.sql, 'inbox-ws')
   const payload = codec.decode(token)
   if (!payload || typeof payload.p !== 'string' || typeof payload.e !== 'number') return null
   return payload.e > deps.clock().getTime() ? payload.p : null

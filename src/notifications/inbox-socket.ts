@@ -56,7 +56,7 @@ function refuseUpgrade(socket: Duplex, status: string, body = ''): void {
   socket.end(head + body)
 }
 
-export async function createInboxHub(ctx: Pick<AppContext, 'config' | 'sql' | 'pg' | 'log' | 'clock' | 'secretBox'>): Promise<InboxHub> {
+export async function createInboxHub(ctx: Pick<AppContext, 'config' | 'sql' | 'pg' | 'log' | 'clock'>): Promise<InboxHub> {
   const apps: TemplatedApp[] = []
   // The node engine's sockets by player (uWS keeps its own topics).
   const nodeSockets = new Map<string, Set<NodeWebSocket>>()

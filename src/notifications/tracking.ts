@@ -44,7 +44,7 @@ export function createTrackingTokens(key: Buffer): TrackingTokens {
 }
 
 export async function trackingTokens(ctx: Pick<AppContext, 'config'> & { sql: Sql }): Promise<TrackingTokens> {
-  const key = ctx.config.trackingSecret ? Buffer.from(ctx.config.trackingSecret) : await appSecret(ctx as never, 'tracking')
+  const key = ctx.config.trackingSecret ? Buffer.from(ctx.config.trackingSecret) : await appSecret(ctx.sql as never, 'tracking')
   return createTrackingTokens(key)
 }
 

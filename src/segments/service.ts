@@ -3,7 +3,6 @@
 import type { Sql as Pool } from '../db/postgres.ts'
 import { notFound } from '../errors.ts'
 import { cursorCodec, decodeCursorOr400, invalidCursor } from '../lib/cursor.ts'
-import type { SecretBox } from '../lib/secret-box.ts'
 import type { Logger } from '../lib/log.ts'
 import type { Visibility } from '../lib/visibility.ts'
 import { consentOf } from '../players/service.ts'
@@ -16,7 +15,6 @@ import type { ExportRow, Segment } from './schemas.ts'
 interface Deps {
   sql: Pool
   clock: () => Date
-  secretBox: SecretBox
 }
 
 export const toSegment = (r: q.SegmentRow): Segment => ({
@@ -66,7 +64,7 @@ export async function exportSegment(
 ): Promise<ExportPage> {
   const seg = await q.selectSegment(deps.sql, input)
   if (!seg) throw notFound('segment')
-  const codec = await cursorCodec(deps, EXPORT_PURPOSE)
+  const codec = await cursorCodec(deps.sql, EXPORT_PURPOSE)
   let after: { pos: string; id: string } | undefined
   if (input.cursor !== undefined && input.cursor !== '') {
     const c = decodeCursorOr400(codec, input.cursor)

@@ -126,7 +126,7 @@ export async function listDeliveries(
 ): Promise<{ data: Delivery[]; next_cursor: string | null }> {
   const endpoint = await endpointOr404(deps, input)
   // Bound to the endpoint: one endpoint's cursor is no position in another's log.
-  const { after, next } = await keysetCursor(deps, CURSOR_PURPOSE, endpoint.id, input.cursor)
+  const { after, next } = await keysetCursor(deps.sql, CURSOR_PURPOSE, endpoint.id, input.cursor)
   const rows = await q.selectDeliveries(deps.sql, { endpointId: endpoint.id, status: input.status, event: input.event, limit: input.limit + 1, after })
   return { data: rows.slice(0, input.limit).map(toDelivery), next_cursor: next(rows, input.limit) }
 }
