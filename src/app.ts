@@ -18,7 +18,6 @@ import { createLogger, type Logger } from './lib/log.ts'
 import { createMetrics } from './lib/metrics.ts'
 import { startErasureWorker } from './players/data-rights.ts'
 import { startEventRetention } from './events/retention.ts'
-import { sealAppSecretsWith } from './lib/cursor.ts'
 import { openSecretBox } from './lib/secret-box.ts'
 import { startSegmentRecompute } from './segments/recompute.ts'
 import { startWebhookService } from './webhooks/dispatcher.ts'
@@ -72,7 +71,6 @@ export async function startApp(
     const bus = await openBus(pg, log, config.databaseUrl)
     const clock = opts.clock ?? (() => new Date())
     const ctx: AppContext = { config, log, pg, sql: pg.sql, ch, redis, bus, clock, auth: createAuthService({ sql: pg.sql, bus, clock }), secretBox: openSecretBox({ secretKey: config.secretKey, dataDir: config.dataDir }) }
-    sealAppSecretsWith(pg.sql, ctx.secretBox)
     ctx.metrics = createMetrics({ onProbeError: (probe, err) => log.warn({ err, probe }, 'metrics: probe failed') })
     const services = [] as BackgroundService[]
     for (const start of backgroundServices) services.push(await start(ctx))

@@ -1,12 +1,9 @@
 // Opaque, tamper-proof pagination cursors: base64url(JSON payload) + "." + base64url(HMAC-SHA256).
 // Clients cannot read meaning into them or forge a position; a cursor that fails verification is a 400.
 // The signing key is an installation-wide secret kept in PostgreSQL (table app_secrets), generated on first
-// use, so every process of an installation accepts the cursors of every other. It is stored sealed with
-// the secret box (src/lib/secret-box.ts): it also signs inbox WebSocket tokens, and a database dump alone
-// must not be enough to open a player's inbox.
+// use, so every process of an installation accepts the cursors of every other.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
 import type { Sql } from '../db/postgres.ts'
-import type { SecretBox } from './secret-box.ts'
 import { badRequest } from '../errors.ts'
 
 export interface CursorCodec {
@@ -55,38 +52,21 @@ export function decodeCursorOr400(codec: CursorCodec, token: string): Record<str
 }
 
 const secrets = new WeakMap<Sql, Map<string, Promise<Buffer>>>()
-const boxes = new WeakMap<Sql, SecretBox>()
-
-/** The secret box that seals this pool's app secrets (app.ts, when it builds the context). */
-export function sealAppSecretsWith(sql: Sql, box: SecretBox): void {
-  boxes.set(sql, box)
-}
-
-/** A stored secret of the first releases: the 32 raw bytes, not yet sealed. */
-const LEGACY_LENGTH = 32
 
 /**
  * The named installation secret, created on first use (concurrent first uses agree on one value).
- * Cached per connection pool for the life of the process. Stored sealed (the sealed text of its base64);
- * one stored raw by an earlier release is sealed in place on first read, keeping its value, so the
- * cursors and links signed with it stay valid.
+ * Cached per connection pool for the life of the process.
  */
 export function appSecret(sql: Sql, name: string): Promise<Buffer> {
-  const box = boxes.get(sql)
-  if (!box) return Promise.reject(new Error(`app secret ${name}: no secret box for this connection pool (sealAppSecretsWith)`))
   const byName = secrets.get(sql) ?? new Map<string, Promise<Buffer>>()
   secrets.set(sql, byName)
   let pending = byName.get(name)
   if (!pending) {
     pending = (async () => {
-      const sealed = Buffer.from(box.seal(randomBytes(32).toString('base64')))
-      await sql`insert into app_secrets (name, secret) values (${name}, ${sealed}) on conflict (name) do nothing`
+      await sql`insert into app_secrets (name, secret) values (${name}, ${randomBytes(32)}) on conflict (name) do nothing`
       const [row] = await sql<{ secret: Buffer }[]>`select secret from app_secrets where name = ${name}`
       if (!row) throw new Error(`app secret ${name} missing`)
-      const stored = Buffer.from(row.secret)
-      if (stored.length !== LEGACY_LENGTH) return Buffer.from(box.open(stored.toString('utf8')), 'base64')
-      await sql`update app_secrets set secret = ${Buffer.from(box.seal(stored.toString('base64')))} where name = ${name} and secret = ${stored}`
-      return stored
+      return Buffer.from(row.secret)
     })()
     pending.catch(() => byName.delete(name))
     byName.set(name, pending)

@@ -1,9 +1,7 @@
 // In-app: stored in the inbox, pushed over the inbox WebSocket (a `ws` client), read (first read = open),
 // listed with cursors, tokens checked, tenants isolated.
-import { randomBytes } from 'node:crypto'
 import t from 'tap'
 import WebSocket from 'ws'
-import { appSecret, createCursorCodec } from '../../src/lib/cursor.ts'
 import { startHarness } from '../helpers/harness.ts'
 import { rawRequest } from '../helpers/raw-http.ts'
 import { makePlayer, outboxOf, send, waitForStatus } from './delivery-helpers.ts'
@@ -182,34 +180,6 @@ t.test('socket tokens: forged or foreign are refused; a socket only hears its ow
   const got = await socket.next()
   t.equal(got.data.id, toA.notification_id)
   t.equal(socket.messages.length, 0)
-})
-
-t.test('the key that signs socket tokens and cursors is stored sealed; a raw one of an earlier release is sealed in place, same value', async (t) => {
-  const tenant = await h.createTenant()
-  const player = await makePlayer(h, tenant)
-  const tok = await h.request('POST', `/players/${player.id}/inbox/token`, { key: tenant.key })
-  t.equal(tok.status, 201)
-  const sql = h.app.ctx.sql
-  const [row] = await sql<{ secret: Buffer }[]>`select secret from app_secrets where name = 'cursor'`
-  const stored = Buffer.from(row!.secret).toString('utf8')
-  t.match(stored, /^v1\.[0-9a-f]{8}\./, 'sealed with the secret box')
-  const key = Buffer.from(h.app.ctx.secretBox.open(stored), 'base64')
-  t.equal(key.length, 32)
-  // What a database dump alone gives is not the key: a token signed with the stored bytes is refused.
-  const [body] = (tok.body.data.token as string).split('.')
-  const forged = createCursorCodec(Buffer.from(row!.secret), 'inbox-ws').encode(JSON.parse(Buffer.from(body!, 'base64url').toString()))
-  t.not(forged, tok.body.data.token)
-  t.equal(createCursorCodec(key, 'inbox-ws').encode(JSON.parse(Buffer.from(body!, 'base64url').toString())), tok.body.data.token, 'the opened key is the one that signs')
-
-  // A raw key left by an earlier release keeps its value and is sealed on first use.
-  const raw = randomBytes(32)
-  const name = `legacy-${randomBytes(4).toString('hex')}`
-  await sql`insert into app_secrets (name, secret) values (${name}, ${raw})`
-  t.same(await appSecret(sql, name), raw, 'the same value')
-  const [after] = await sql<{ secret: Buffer }[]>`select secret from app_secrets where name = ${name}`
-  t.match(Buffer.from(after!.secret).toString('utf8'), /^v1\./, 'now sealed')
-  t.same(Buffer.from(h.app.ctx.secretBox.open(Buffer.from(after!.secret).toString('utf8')), 'base64'), raw)
-  await sql`delete from app_secrets where name = ${name}`
 })
 
 t.test('a frame over the size limit closes that socket only; the process and other sockets live on', async (t) => {
