@@ -6,6 +6,8 @@ import { withTimeout } from './postgres.ts'
 
 export type { Redis }
 
+const COMMAND_TIMEOUT_MS = 2000
+
 export function openRedis(redisUrl: string | undefined, log: Logger): Redis | undefined {
   if (!redisUrl) return undefined
   const redis = new Redis(redisUrl, {
@@ -13,7 +15,7 @@ export function openRedis(redisUrl: string | undefined, log: Logger): Redis | un
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     connectTimeout: 2000,
-    commandTimeout: 2000,
+    commandTimeout: COMMAND_TIMEOUT_MS,
     retryStrategy: (times) => Math.min(times * 200, 2000),
   })
   let lastError = ''
@@ -21,6 +23,13 @@ export function openRedis(redisUrl: string | undefined, log: Logger): Redis | un
     // ioredis repeats the same error on every reconnect attempt: log each distinct one once.
     if (err.message !== lastError) log.warn({ err }, 'redis error')
     lastError = err.message
+  })
+  // When the current connection was made, and whether it was already dropped for a timeout.
+  let connectedAt = 0
+  let dropped = false
+  redis.on('connect', () => {
+    connectedAt = Date.now()
+    dropped = false
   })
   redis.on('ready', () => {
     if (lastError) log.info('redis reconnected')
@@ -35,7 +44,11 @@ export function openRedis(redisUrl: string | undefined, log: Logger): Redis | un
   redis.sendCommand = ((...args: Parameters<Redis['sendCommand']>) => {
     const sent = send(...args) as Promise<unknown>
     sent.catch((err: unknown) => {
-      if ((err as Error)?.message !== 'Command timed out' || redis.status !== 'ready') return
+      if ((err as Error)?.message !== 'Command timed out' || redis.status !== 'ready' || dropped) return
+      // A command of this connection times out no sooner than COMMAND_TIMEOUT_MS after it was made: an
+      // earlier one was sent on the connection before (ioredis re-sends it once) and says nothing of this one.
+      if (Date.now() - connectedAt < COMMAND_TIMEOUT_MS) return
+      dropped = true
       lastError = 'Command timed out'
       log.warn('redis: a command timed out; reconnecting (commands fail at once until it answers again)')
       redis.disconnect(true)
