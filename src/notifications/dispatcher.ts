@@ -400,6 +400,7 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
     await recording.add({ row, lease, prepared, outcome })
   }
 
+  const perKeyOf = (key: string) => PER_KEY[key.slice(0, key.indexOf(':')) as Channel] ?? 4
   const loop = startWorkLoop<QueueRow>({
     name: QUEUE_NAME,
     sql,
@@ -408,9 +409,11 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
     keyOf: (row) => row.dispatch_key,
     handle,
     leaseMs: LEASE_MS,
-    perKeyConcurrency: (key) => PER_KEY[key.slice(0, key.indexOf(':')) as Channel] ?? 4,
+    perKeyConcurrency: perKeyOf,
     globalConcurrency: 1024,
-    maxPerKey: 512,
+    // Four times what a key may have in hand, at most 512: a dead bot or push service holds 32 or 64
+    // messages in memory, not 512 of the 2,048 every brand and channel share.
+    maxPerKey: (key) => Math.min(512, 4 * perKeyOf(key)),
     maxInMemory: 2048,
     idleIntervalMs: 500,
     // Depth, oldest due message's age and attempts on /metrics (queue "delivery").
