@@ -162,7 +162,7 @@ t.test('collaborative: a batch that read a contributor before its completion mar
   t.equal(res.status, 200, res.text)
   // The stream's batch is waiting for the row lock: it read the row before the mark commits.
   for (let i = 0; ; i++) {
-    const [w] = await sql`select 1 from pg_stat_activity where wait_event_type = 'Lock' and query like '%insert into player_missions%'`
+    const [w] = await sql`select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like '%insert into player_missions%'`
     if (w) break
     if (i > 200) throw new Error('the stream batch never waited on the mission row')
     await new Promise((r) => setTimeout(r, 25))

@@ -150,7 +150,7 @@ t.test('a status or consent change waits for a send being checked for that playe
       const pending = change().finally(() => (settled = true))
       let waited = false
       for (let i = 0; i < 120 && !waited && !settled; i++) {
-        waited = (await sql`select 1 from pg_stat_activity where wait_event_type = 'Lock' and wait_event = 'advisory'`).length > 0
+        waited = (await sql`select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and wait_event = 'advisory'`).length > 0
         if (!waited) await new Promise((r) => setTimeout(r, 25))
       }
       const during = await committed()
