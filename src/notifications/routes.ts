@@ -1,5 +1,5 @@
-import { actorOf } from '../audit/service.ts'
 import Type, { type Static, type TSchema } from 'typebox'
+import { actorOf } from '../audit/service.ts'
 import type { AppContext } from '../context.ts'
 import { notFound } from '../errors.ts'
 import { definePublicRoute, defineRoute, reply, type RouteDef } from '../http/route.ts'
@@ -113,13 +113,19 @@ const brandOf = async (req: { resolveBrand(): Promise<{ id: string; tenantId?: s
   return { tenantId: req.principal.tenantId, brandId: brand.id }
 }
 
-const channelPut = <B extends TSchema, O extends TSchema>(channel: Channel, body: B, out: O, description: string, put: (ctx: AppContext, brand: { tenantId: string; brandId: string }, body: Static<B>, audit: settings.SettingsAudit) => Promise<unknown>) =>
-  defineRoute({
-    method: 'PUT', path: `/settings/channels/${channel}`, operationId: `put${channel === 'in_app' ? 'InApp' : channel[0]!.toUpperCase() + channel.slice(1)}ChannelSettings`, tags: settingsTags,
+/** Who changes settings, for the audit row: the key, the route (its operationId as the action), the request. */
+const settingsAudit = (operationId: string, req: Parameters<typeof actorOf>[0] & { requestId: string }): settings.SettingsAudit =>
+  ({ ...actorOf(req), action: operationId, requestId: req.requestId })
+
+const channelPut = <B extends TSchema, O extends TSchema>(channel: Channel, body: B, out: O, description: string, put: (ctx: AppContext, brand: { tenantId: string; brandId: string }, body: Static<B>, audit: settings.SettingsAudit) => Promise<unknown>) => {
+  const operationId = `put${channel === 'in_app' ? 'InApp' : channel[0]!.toUpperCase() + channel.slice(1)}ChannelSettings`
+  return defineRoute({
+    method: 'PUT', path: `/settings/channels/${channel}`, operationId, tags: settingsTags,
     summary: `Set the brand's ${channel} channel settings (the whole object)`, description,
     body, responses: { 200: data(out) }, brandScoped: true,
-    handler: async (ctx, req) => ({ data: await put(ctx, await brandOf(req), req.body as Static<B>, { ...actorOf(req), requestId: req.requestId }) }),
+    handler: async (ctx, req) => ({ data: await put(ctx, await brandOf(req), req.body as Static<B>, settingsAudit(operationId, req)) }),
   })
+}
 
 const settingsDeps = (ctx: AppContext) => ({ sql: ctx.sql, box: ctx.secretBox, config: ctx.config })
 
@@ -149,7 +155,7 @@ notificationRoutes.push(
     summary: "Replace the brand's delivery settings (a key left out takes its default)",
     description: 'Caps count marketing messages per calendar day / ISO week in the player\'s time zone (else the quiet hours\' zone, else UTC). A marketing message due inside quiet hours is held and sent when they end.',
     body: settings.DeliverySettingsBody, responses: { 200: data(settings.DeliverySettingsOut) }, brandScoped: true,
-    handler: async (ctx, req) => ({ data: await settings.putDeliverySettings(ctx.sql, await brandOf(req), req.body, { ...actorOf(req), requestId: req.requestId }) }),
+    handler: async (ctx, req) => ({ data: await settings.putDeliverySettings(ctx.sql, await brandOf(req), req.body, settingsAudit('putDeliverySettings', req)) }),
   }),
 
   defineRoute({

@@ -148,39 +148,35 @@ export function smtpTarget(raw: string): { bare: string; user: string; pass: str
   }
 }
 
-/** Who changes a brand's settings, for the audit trail (docs/operating.md): the route's actorOf(req) and request id. */
-export type SettingsAudit = AuditActor & { requestId?: string }
+/** Who changes a brand's settings, for the audit trail (docs/operating.md): actorOf(req), the route's operationId, the request id. */
+export type SettingsAudit = AuditActor & { action: string; requestId?: string }
 
 /**
- * Writes a channel's settings and, with `audit`, its audit row in the same transaction: before and after as
- * a read shows them (`out`: secrets masked or absent), so the trail never holds a secret.
+ * Writes a channel's settings and its audit row in the same transaction: before and after as a read shows
+ * them (`out`: secrets masked or absent), so the trail never holds a secret.
  */
 async function upsert<S extends object>(
   sql: Db, brand: { tenantId: string; brandId: string }, channel: Channel, settings: S, secret: string | null,
-  out: (stored: S, at: Date) => object, audit?: SettingsAudit,
+  out: (stored: S, at: Date) => object, audit: SettingsAudit,
 ): Promise<Date> {
   return sql.begin(async (tx) => {
-    const [prev] = audit
-      ? await tx<{ settings: S; updated_at: Date }[]>`select settings, updated_at from brand_channel_settings where brand_id = ${brand.brandId} and channel = ${channel} for update`
-      : []
+    const [prev] = await tx<{ settings: S; updated_at: Date }[]>`
+      select settings, updated_at from brand_channel_settings where brand_id = ${brand.brandId} and channel = ${channel} for update`
     const [row] = await tx<{ updated_at: Date }[]>`
       insert into brand_channel_settings (brand_id, tenant_id, channel, settings, secret)
       values (${brand.brandId}, ${brand.tenantId}, ${channel}, ${tx.json(settings as never)}, ${secret})
       on conflict (brand_id, channel) do update set settings = excluded.settings, secret = excluded.secret, updated_at = now()
       returning updated_at`
     const at = row!.updated_at
-    if (audit) {
-      await recordAudit(tx, {
-        ...audit, action: `put${channel === 'in_app' ? 'InApp' : channel[0]!.toUpperCase() + channel.slice(1)}ChannelSettings`,
-        target: { type: 'brand_channel_settings', id: `${brand.brandId}:${channel}` },
-        before: prev ? out(prev.settings, prev.updated_at) : undefined, after: out(settings, at),
-      })
-    }
+    await recordAudit(tx, {
+      ...audit, target: { type: 'brand_channel_settings', id: `${brand.brandId}:${channel}` },
+      before: prev ? out(prev.settings, prev.updated_at) : undefined, after: out(settings, at),
+    })
     return at
   })
 }
 
-export async function putEmailSettings(deps: Deps, brand: { tenantId: string; brandId: string }, body: Static<typeof EmailSettingsBody>, audit?: SettingsAudit) {
+export async function putEmailSettings(deps: Deps, brand: { tenantId: string; brandId: string }, body: Static<typeof EmailSettingsBody>, audit: SettingsAudit) {
   // Checked before the host is resolved: a plain mistake is named without a DNS round trip.
   if (!/^[^<>@\s]+@[^<>@\s]+$|^[^<>]*<[^<>@\s]+@[^<>@\s]+>$/.test(body.from.trim())) throw fieldError('from', 'must be an address, optionally `Name <addr>`')
   let target: ReturnType<typeof smtpTarget>
@@ -199,7 +195,7 @@ export async function putEmailSettings(deps: Deps, brand: { tenantId: string; br
   return emailOut(stored, at)
 }
 
-export async function putTelegramSettings(deps: Deps, brand: { tenantId: string; brandId: string }, body: Static<typeof TelegramSettingsBody>, audit?: SettingsAudit) {
+export async function putTelegramSettings(deps: Deps, brand: { tenantId: string; brandId: string }, body: Static<typeof TelegramSettingsBody>, audit: SettingsAudit) {
   // https only, unless WEBHOOK_ALLOW_PRIVATE (then http too: a local Bot API server).
   const base = (await checkTarget(deps, 'api_base_url', body.api_base_url)).toString().replace(/\/+$/, '')
   const stored: StoredTelegram = { bot_token_masked: maskBotToken(body.bot_token), api_base_url: base }
@@ -207,7 +203,7 @@ export async function putTelegramSettings(deps: Deps, brand: { tenantId: string;
   return telegramOut(stored, at)
 }
 
-export async function putPushSettings(deps: Deps, brand: { tenantId: string; brandId: string }, body: Static<typeof PushSettingsBody>, audit?: SettingsAudit) {
+export async function putPushSettings(deps: Deps, brand: { tenantId: string; brandId: string }, body: Static<typeof PushSettingsBody>, audit: SettingsAudit) {
   const given = [body.vapid_public_key, body.vapid_private_key].filter((k) => k !== undefined).length
   if (given === 1) throw fieldError(body.vapid_public_key ? 'vapid_private_key' : 'vapid_public_key', 'both VAPID keys are given, or neither (then they are generated)')
   const keys = given === 2 ? { publicKey: body.vapid_public_key!, privateKey: body.vapid_private_key! } : webpush.generateVAPIDKeys()
@@ -222,7 +218,7 @@ export async function putPushSettings(deps: Deps, brand: { tenantId: string; bra
   return pushOut(stored, at)
 }
 
-export async function putInAppSettings(deps: Deps, brand: { tenantId: string; brandId: string }, body: Static<typeof InAppSettingsBody>, audit?: SettingsAudit) {
+export async function putInAppSettings(deps: Deps, brand: { tenantId: string; brandId: string }, body: Static<typeof InAppSettingsBody>, audit: SettingsAudit) {
   const stored: StoredInApp = { retention_days: body.retention_days }
   const at = await upsert(deps.sql, brand, 'in_app', stored, null, inAppOut, audit)
   return inAppOut(stored, at)
@@ -268,7 +264,7 @@ export async function getDeliverySettings(sql: Sql, brandId: string): Promise<De
   return dq.selectDeliverySettings(sql, brandId)
 }
 
-export async function putDeliverySettings(sql: Db, brand: { tenantId: string; brandId: string }, body: DeliverySettingsBody, audit?: SettingsAudit): Promise<DeliverySettings> {
+export async function putDeliverySettings(sql: Db, brand: { tenantId: string; brandId: string }, body: DeliverySettingsBody, audit: SettingsAudit): Promise<DeliverySettings> {
   if (body.quiet_hours && !isTimeZone(body.quiet_hours.timezone)) throw fieldError('quiet_hours.timezone', 'is not an IANA time zone')
   if (body.quiet_hours && body.quiet_hours.start === body.quiet_hours.end) throw fieldError('quiet_hours.end', 'must differ from start')
   const settings = dq.withDefaults({
@@ -277,16 +273,14 @@ export async function putDeliverySettings(sql: Db, brand: { tenantId: string; br
     consent_policy: body.consent_policy as DeliverySettings['consent_policy'],
   })
   await sql.begin(async (tx) => {
-    const before = audit ? await tx<{ settings: DeliverySettings }[]>`select settings from brand_delivery_settings where brand_id = ${brand.brandId} for update` : []
+    const [before] = await tx<{ settings: DeliverySettings }[]>`select settings from brand_delivery_settings where brand_id = ${brand.brandId} for update`
     await tx`
       insert into brand_delivery_settings (brand_id, tenant_id, settings) values (${brand.brandId}, ${brand.tenantId}, ${tx.json(settings as never)})
       on conflict (brand_id) do update set settings = excluded.settings, updated_at = now()`
-    if (audit) {
-      await recordAudit(tx, {
-        ...audit, action: 'putDeliverySettings', target: { type: 'brand_delivery_settings', id: brand.brandId },
-        before: before[0] ? dq.withDefaults(before[0].settings) : undefined, after: settings,
-      })
-    }
+    await recordAudit(tx, {
+      ...audit, target: { type: 'brand_delivery_settings', id: brand.brandId },
+      before: before ? dq.withDefaults(before.settings) : undefined, after: settings,
+    })
   })
   return settings
 }
