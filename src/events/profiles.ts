@@ -33,14 +33,15 @@ export function createProfileWriter() {
     // Players whose status or consent this group changes: their send gates first, before any row lock
     // (lib/send-gate.ts), so an in-app message being checked and delivered for one of them commits either
     // wholly before the change or checks after it. Only groups carrying such events pay for it.
-    const gated = { brand: [...statuses.brand_id], external: [...statuses.external_id] }
-    p.consent.forEach((c, i) => {
-      if (c !== null) {
-        gated.brand.push(p.brand_id[i] as string)
-        gated.external.push(p.external_id[i] as string)
-      }
-    })
-    if (gated.brand.length) sent.push(lockSendGateByKey(tx, gated.brand, gated.external))
+    let gated: { brand: string[]; external: string[] } | undefined
+    if (statuses.brand_id.length) gated = { brand: statuses.brand_id.slice(), external: statuses.external_id.slice() }
+    for (let i = 0; i < p.consent.length; i++) {
+      if (p.consent[i] === null) continue
+      gated ??= { brand: [], external: [] }
+      gated.brand.push(p.brand_id[i] as string)
+      gated.external.push(p.external_id[i] as string)
+    }
+    if (gated) sent.push(lockSendGateByKey(tx, gated.brand, gated.external))
     if (upsert.length) {
       sent.push(
         upsertPlayers(tx, {
