@@ -17,9 +17,13 @@ t.test('a failing optional dependency (Redis) is reported in checks, with 200', 
   t.equal((await h.request('GET', '/health/live')).status, 200)
 })
 
-/** A TCP relay to PostgreSQL that can be cut and restored, to take the database away from a running server. */
-async function cuttableRelay(target: { host: string; port: number }) {
+/**
+ * A TCP relay to a server (PostgreSQL, Redis) that can be cut (every connection closed, new ones refused)
+ * and restored, or made silent (connections stay open, nothing is passed either way: a hung server).
+ */
+async function relay(target: { host: string; port: number }) {
   let cut = false
+  let silent = false
   const sockets = new Set<net.Socket>()
   const server = net.createServer((client) => {
     if (cut) {
@@ -32,7 +36,8 @@ async function cuttableRelay(target: { host: string; port: number }) {
       s.on('error', () => {})
       s.on('close', () => sockets.delete(s))
     }
-    client.pipe(upstream).pipe(client)
+    client.on('data', (d) => !silent && upstream.write(d))
+    upstream.on('data', (d) => !silent && client.write(d))
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   return {
@@ -44,7 +49,11 @@ async function cuttableRelay(target: { host: string; port: number }) {
     restore() {
       cut = false
     },
-    close: () => new Promise((resolve) => server.close(resolve)),
+    silence: (on: boolean) => (silent = on),
+    close: () => {
+      for (const s of sockets) s.destroy()
+      return new Promise((resolve) => server.close(resolve))
+    },
   }
 }
 
@@ -55,12 +64,12 @@ t.test(
   { skip: databaseUrl ? false : 'needs DATABASE_URL (a PostgreSQL server to cut the connection to)' },
   async (t) => {
     const url = new URL(databaseUrl as string)
-    const relay = await cuttableRelay({ host: url.hostname, port: Number(url.port || 5432) })
-    t.teardown(() => relay.close())
-    url.host = `127.0.0.1:${relay.port}`
+    const pg = await relay({ host: url.hostname, port: Number(url.port || 5432) })
+    t.teardown(() => pg.close())
+    url.host = `127.0.0.1:${pg.port}`
     const h = await startHarness(t, { env: { DATABASE_URL: url.toString() } })
     t.equal((await h.request('GET', '/health')).status, 200)
-    relay.cut()
+    pg.cut()
     await new Promise((resolve) => setTimeout(resolve, 1100)) // past the 1 s result cache
     const down = await h.request('GET', '/health')
     t.equal(down.status, 503)
@@ -69,7 +78,7 @@ t.test(
     const live = await h.request('GET', '/health/live')
     t.equal(live.status, 200, 'liveness depends on nothing')
     t.same(live.body, { status: 'ok' })
-    relay.restore()
+    pg.restore()
     let back = down
     for (let i = 0; i < 20 && back.status !== 200; i++) {
       await new Promise((resolve) => setTimeout(resolve, 500))
@@ -79,40 +88,15 @@ t.test(
   },
 )
 
-/** A TCP relay to Redis that can go silent: connections stay open, nothing is answered (a hung server). */
-async function silenceableRelay(target: { host: string; port: number }) {
-  let silent = false
-  const sockets = new Set<net.Socket>()
-  const server = net.createServer((client) => {
-    const upstream = net.connect(target)
-    for (const s of [client, upstream]) {
-      sockets.add(s)
-      s.on('error', () => {})
-      s.on('close', () => sockets.delete(s))
-    }
-    client.on('data', (d) => !silent && upstream.write(d))
-    upstream.on('data', (d) => !silent && client.write(d))
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  return {
-    port: (server.address() as net.AddressInfo).port,
-    silence: (on: boolean) => (silent = on),
-    close: () => {
-      for (const s of sockets) s.destroy()
-      return new Promise((resolve) => server.close(resolve))
-    },
-  }
-}
-
 const redisUrl = process.env.REDIS_URL
 t.test(
   'Redis that stops answering costs one command timeout, not one per request; it is used again once it answers',
   { skip: redisUrl ? false : 'needs REDIS_URL (a Redis server to put behind a silent relay)' },
   async (t) => {
     const url = new URL(redisUrl as string)
-    const relay = await silenceableRelay({ host: url.hostname, port: Number(url.port || 6379) })
-    t.teardown(() => relay.close())
-    url.host = `127.0.0.1:${relay.port}`
+    const silent = await relay({ host: url.hostname, port: Number(url.port || 6379) })
+    t.teardown(() => silent.close())
+    url.host = `127.0.0.1:${silent.port}`
     const h = await startHarness(t, { env: { REDIS_URL: url.toString() } })
     const tenant = await h.createTenant()
     let n = 0
@@ -122,7 +106,7 @@ t.test(
       return { status: res.status, ms: Date.now() - started }
     }
     t.equal((await ingest()).status, 200)
-    relay.silence(true)
+    silent.silence(true)
     const first = await ingest()
     t.equal(first.status, 200, 'the request that met the timeout still succeeds (fallbacks)')
     const after: number[] = []
@@ -132,7 +116,7 @@ t.test(
       after.push(r.ms)
     }
     t.ok(Math.max(...after) < 1000, `later requests do not wait for Redis: ${after.join(', ')} ms (first ${first.ms} ms)`)
-    relay.silence(false)
+    silent.silence(false)
     let back = false
     // A connection made while it was silent waits out its ready check (a command timeout) first.
     const since = Date.now()
