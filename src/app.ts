@@ -5,7 +5,7 @@ import type { Config } from './config.ts'
 import type { AppContext } from './context.ts'
 import { openBus } from './db/bus.ts'
 import { openClickHouse } from './db/clickhouse.ts'
-import { migrateClickHouse, migratePostgres } from './db/migrate.ts'
+import { migrateClickHouseAtStart, migratePostgres } from './db/migrate.ts'
 import { openPostgres } from './db/postgres.ts'
 import { closeRedis, openRedis } from './db/redis.ts'
 import { startEventStream } from './engine/event-stream.ts'
@@ -60,13 +60,17 @@ export async function startApp(
   const pg = await openPostgres({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }, log)
   const ch = await openClickHouse({ clickhouseUrl: config.clickhouseUrl, dataDir: config.dataDir }, log)
   const redis = openRedis(config.redisUrl, log)
+  let chMigrations: { stop(): Promise<void> } | undefined
   const closeStores = async () => {
+    await chMigrations?.stop()
     await closeRedis(redis)
     await ch.close()
     await pg.close()
   }
   try {
-    const [pgApplied, chApplied] = await Promise.all([migratePostgres(pg.sql), migrateClickHouse(ch)])
+    const [pgApplied, chStart] = await Promise.all([migratePostgres(pg.sql), migrateClickHouseAtStart(ch, log)])
+    chMigrations = chStart
+    const chApplied = chStart.applied
     if (pgApplied.length || chApplied.length) log.info({ postgres: pgApplied, clickhouse: chApplied }, 'migrations applied')
     const bus = await openBus(pg, log, config.databaseUrl)
     const clock = opts.clock ?? (() => new Date())

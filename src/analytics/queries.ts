@@ -1,10 +1,10 @@
 // ClickHouse reads of the analytics routes (docs/analytics.md says which rollup serves which figure).
 // Every query is bound to one (tenant, brand) by {tenant:UUID} {brand:UUID}; user values are parameters.
-import type { ClickHouse, Params } from '../db/clickhouse.ts'
+import { REPORT_SETTINGS, type ClickHouse, type Params } from '../db/clickhouse.ts'
 
 export const SCOPE = 'tenant_id = {tenant:UUID} AND brand_id = {brand:UUID}'
-/** Decimals as JSON strings (inside maps too), so money reaches money.ts exactly. */
-const SETTINGS = ' SETTINGS output_format_json_quote_decimals = 1'
+/** Decimals as JSON strings (inside maps too), so money reaches money.ts exactly; and the reports' time limit. */
+const SETTINGS = ` SETTINGS output_format_json_quote_decimals = 1, ${REPORT_SETTINGS}`
 
 export const MONEY_TYPES = ['deposit', 'withdrawal', 'bet', 'win', 'bet_rollback', 'win_rollback', 'bonus_granted', 'bonus_completed', 'bonus_forfeited'] as const
 // clickhouse/0015 (rollup_player_keys' view) spells this list out too: a change here needs a migration there.
@@ -41,7 +41,7 @@ export interface Scope {
 }
 
 export async function chQuery<T>(ch: ClickHouse, sql: string, scope: Scope, params: Params = {}): Promise<T[]> {
-  return ch.query<T>(sql + SETTINGS, { tenant: scope.tenantId, brand: scope.brandId, ...params })
+  return ch.reports.query<T>(sql + SETTINGS, { tenant: scope.tenantId, brand: scope.brandId, ...params })
 }
 
 /**

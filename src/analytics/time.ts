@@ -25,7 +25,7 @@ const clickHouseZones = new WeakMap<ClickHouse, Promise<Set<string>>>()
 export async function zoneKnownTo(ch: ClickHouse, tz: string): Promise<string> {
   let zones = clickHouseZones.get(ch)
   if (!zones) {
-    zones = ch.query<{ name: string }>('SELECT time_zone AS name FROM system.time_zones').then((rows) => new Set(rows.map((r) => r.name)))
+    zones = ch.reports.query<{ name: string }>('SELECT time_zone AS name FROM system.time_zones').then((rows) => new Set(rows.map((r) => r.name)))
     zones.catch(() => clickHouseZones.delete(ch))
     clickHouseZones.set(ch, zones)
   }

@@ -8,6 +8,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { rm, writeFile } from 'node:fs/promises'
 import { resolve } from 'node:path'
 import { Readable } from 'node:stream'
+import { AppError } from '../errors.ts'
 import type { Logger } from '../lib/log.ts'
 import { withTimeout } from './postgres.ts'
 
@@ -16,10 +17,25 @@ export type Params = Record<string, unknown>
 /** Column names and ClickHouse types, in the order the rows are encoded. */
 export type Columns = readonly (readonly [name: string, type: string])[]
 
+/** The reads of `ClickHouse.reports`. */
+export type ReportReader = Pick<ClickHouse, 'query' | 'queryLines'>
+
 export interface ClickHouse {
   kind: 'server' | 'chdb'
   /** Names this ClickHouse (server URL and database, or the chDB data directory's instance id). */
   sinkId: string
+  /**
+   * Reads made for people (analytics, reports, exports), kept apart from the engines' reads and inserts so
+   * a burst of them cannot hold up ingestion: their own connections (server) or their own slots (chDB: at
+   * most REPORT_SLOTS at once, so libuv threads stay free for inserts, files and DNS), each query stopped by
+   * ClickHouse itself after REPORT_TIMEOUT_S. An unreachable ClickHouse, a full queue or an overrun is a 503
+   * with Retry-After, not a 500.
+   */
+  reports: ReportReader
+  /** False until migrateClickHouse has brought the schema up to date (see app.ts: retried while unreachable). */
+  schemaReady: boolean
+  /** Creates the configured database if it is missing (server; nothing to do for chDB). */
+  ensureDatabase(): Promise<void>
   /** SELECT returning rows (JSONEachRow). Bind user values with {name:Type} placeholders only. */
   query<T = Record<string, unknown>>(sql: string, params?: Params): Promise<T[]>
   /**
@@ -49,7 +65,7 @@ let queryCounter = 0
 const nextQueryId = () => `respin-${process.pid}-${Date.now().toString(36)}-${(queryCounter++).toString(36)}`
 
 async function openServer(url: string, log: Logger): Promise<ClickHouse> {
-  const { createClient } = await import('@clickhouse/client')
+  const { createClient, ClickHouseLogLevel } = await import('@clickhouse/client')
   // CLICKHOUSE_URL is http(s)://user:password@host:port/database; the database is created if missing.
   const parsed = new URL(url)
   const database = decodeURIComponent(parsed.pathname.replace(/^\//, '')) || 'default'
@@ -61,16 +77,19 @@ async function openServer(url: string, log: Logger): Promise<ClickHouse> {
   parsed.pathname = '/'
   parsed.username = ''
   parsed.password = ''
-  const base = { url: parsed.toString(), ...credentials, request_timeout: 30_000 }
-  if (database !== 'default') {
-    const bootstrap = createClient(base)
-    try {
-      await bootstrap.command({ query: `CREATE DATABASE IF NOT EXISTS ${database}` })
-    } finally {
-      await bootstrap.close()
-    }
-  }
+  // The client's own logger is off: `run` below logs each failure once, with its query id, in our format.
+  const base = { url: parsed.toString(), ...credentials, request_timeout: 30_000, log: { level: ClickHouseLogLevel.OFF } }
   const client = createClient({ ...base, database, clickhouse_settings: { date_time_input_format: 'best_effort' } })
+  // Reports on connections of their own: a few long analytics queries cannot take the sockets that
+  // ingestion's inserts and dedupe lookups need. ClickHouse stops each one itself at the time limit, and
+  // also when its client gives up on it (a read-only query's work is wasted once nobody waits for it).
+  const reportClient = createClient({
+    ...base,
+    database,
+    request_timeout: (REPORT_TIMEOUT_S + 5) * 1000,
+    max_open_connections: REPORT_SLOTS_SERVER,
+    clickhouse_settings: { max_execution_time: REPORT_TIMEOUT_S, cancel_http_readonly_queries_on_client_close: 1 },
+  })
   const run = async <T>(what: string, queryId: string, fn: () => Promise<T>): Promise<T> => {
     try {
       return await fn()
@@ -79,22 +98,36 @@ async function openServer(url: string, log: Logger): Promise<ClickHouse> {
       throw err
     }
   }
-  return {
-    kind: 'server',
-    sinkId: `server:${parsed.host}/${database}`,
+  const reader = (c: typeof client): ReportReader => ({
     query<T>(sql: string, params?: Params) {
       const query_id = nextQueryId()
       return run('query', query_id, async () => {
-        const rs = await client.query({ query: sql, query_params: params, format: 'JSONEachRow', query_id })
+        const rs = await c.query({ query: sql, query_params: params, format: 'JSONEachRow', query_id })
         return rs.json<T>()
       })
     },
     queryLines(sql: string, params?: Params) {
       const query_id = nextQueryId()
       return run('query', query_id, async () => {
-        const rs = await client.query({ query: sql, query_params: params, format: 'TabSeparatedRaw', query_id })
+        const rs = await c.query({ query: sql, query_params: params, format: 'TabSeparatedRaw', query_id })
         return lines(await rs.text())
       })
+    },
+  })
+  return {
+    kind: 'server',
+    sinkId: `server:${parsed.host}/${database}`,
+    ...reader(client),
+    reports: reportsOf(reader(reportClient), REPORT_SLOTS_SERVER),
+    schemaReady: false,
+    async ensureDatabase() {
+      if (database === 'default') return
+      const bootstrap = createClient(base)
+      try {
+        await bootstrap.command({ query: `CREATE DATABASE IF NOT EXISTS ${database}` })
+      } finally {
+        await bootstrap.close()
+      }
     },
     command(sql: string, params?: Params) {
       const query_id = nextQueryId()
@@ -119,7 +152,7 @@ async function openServer(url: string, log: Logger): Promise<ClickHouse> {
       const result = await withTimeout(client.ping(), ms, 'clickhouse')
       if (!result.success) throw result.error
     },
-    close: () => client.close(),
+    close: () => Promise.all([client.close(), reportClient.close()]).then(() => {}),
   }
 }
 
@@ -143,9 +176,12 @@ async function openChdb(dataDir: string, log: Logger): Promise<ClickHouse> {
     }
   }
   let closed = false
-  return {
+  const ch: ClickHouse = {
     kind: 'chdb',
     sinkId: `chdb:${instanceId(dir)}`,
+    reports: undefined as unknown as ReportReader, // set below: it reads through this object
+    schemaReady: false,
+    async ensureDatabase() {},
     query<T>(sql: string, params?: Params) {
       return run('query', async () => {
         const result = params
@@ -197,6 +233,80 @@ async function openChdb(dataDir: string, log: Logger): Promise<ClickHouse> {
       session.close()
     },
   }
+  ch.reports = reportsOf(ch, REPORT_SLOTS)
+  return ch
+}
+
+/** How long ClickHouse lets a report's query run, in seconds (also in REPORT_SETTINGS). */
+export const REPORT_TIMEOUT_S = 30
+/** Reports running at once per process on chDB: libuv has 4 threads, and inserts and files need some. */
+const REPORT_SLOTS = 2
+/** Report connections per process to a ClickHouse server (it has cores of its own). */
+const REPORT_SLOTS_SERVER = 4
+/** Reports waiting for a slot beyond which a new one is refused at once (503). */
+const REPORT_QUEUE = 32
+/**
+ * The settings every report's query ends with: ClickHouse itself stops it after REPORT_TIMEOUT_S (chDB has
+ * no per-query option for it; on a server the report connections set it too).
+ */
+export const REPORT_SETTINGS = `max_execution_time = ${REPORT_TIMEOUT_S}`
+
+const TIMEOUT_EXCEEDED = 159
+const unavailable = (message: string, retryAfterS: number) =>
+  new AppError('SERVICE_UNAVAILABLE', message, undefined, { 'retry-after': String(retryAfterS) })
+
+/**
+ * `read`'s queries at most `slots` at once (the rest wait, up to `queue` of them), and the failures that
+ * are no fault of the query turned into 503s.
+ */
+export function reportsOf(read: ReportReader, slots: number, queue = REPORT_QUEUE): ReportReader {
+  let running = 0
+  const waiting: (() => void)[] = []
+  const limited = async <T>(fn: () => Promise<T>): Promise<T> => {
+    if (running >= slots) {
+      if (waiting.length >= queue) throw unavailable('too many analytics queries are running; retry shortly', 1)
+      await new Promise<void>((resolve) => waiting.push(resolve))
+    } else running++
+    try {
+      return await fn()
+    } catch (err) {
+      if (clickHouseCode(err) === TIMEOUT_EXCEEDED) throw unavailable(`the query ran over its ${REPORT_TIMEOUT_S} s limit; retry later or ask for a shorter period`, 60)
+      if (isUnreachable(err)) throw unavailable('the analytics store (ClickHouse) is not answering; retry shortly', 5)
+      throw err
+    } finally {
+      // The slot passes straight to the next waiter, so `running` counts it still.
+      const next = waiting.shift()
+      if (next) next()
+      else running--
+    }
+  }
+  return {
+    query: (sql, params) => limited(() => read.query(sql, params)),
+    queryLines: (sql, params) => limited(() => read.queryLines(sql, params)),
+  }
+}
+
+/** The ClickHouse error code of a server error (the client's `code` string) or a chDB one (its message). */
+function clickHouseCode(err: unknown): number | undefined {
+  if (!(err instanceof Error)) return undefined
+  const { code, type } = err as Error & { code?: unknown; type?: unknown }
+  const n = typeof type === 'string' && typeof code === 'string' ? Number(code) : Number(/^Code: (\d+)\./.exec(err.message)?.[1])
+  return Number.isFinite(n) ? n : undefined
+}
+
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE'])
+
+/**
+ * The ClickHouse server could not be reached or did not answer (the request never got a ClickHouse error):
+ * a refused or reset connection, a failed DNS lookup, the client's own timeout.
+ */
+export function isUnreachable(err: unknown): boolean {
+  if (!(err instanceof Error)) return false
+  const code = (err as Error & { code?: unknown }).code
+  if (typeof code === 'string' && NETWORK_CODES.has(code)) return true
+  if (err.message === 'Timeout error.' || /socket hang up/.test(err.message)) return true
+  const cause = (err as Error & { cause?: unknown }).cause
+  return cause !== undefined && cause !== err && isUnreachable(cause)
 }
 
 const lines = (text: string): string[] => {
@@ -262,9 +372,8 @@ export function isDataRefusal(err: unknown): boolean {
   if (!(err instanceof Error)) return false
   // Rows our own RowBinary reader refused before sending them (event-rows.ts MalformedRows).
   if ((err as Error & { dataRefusal?: unknown }).dataRefusal === true) return true
-  const { code, type } = err as Error & { code?: unknown; type?: unknown }
-  const n = typeof type === 'string' && typeof code === 'string' ? Number(code) : Number(/^Code: (\d+)\./.exec(err.message)?.[1])
-  return DATA_ERROR_CODES.has(n)
+  const n = clickHouseCode(err)
+  return n !== undefined && DATA_ERROR_CODES.has(n)
 }
 
 function identifier(name: string): string {

@@ -2,7 +2,8 @@
 // recording what ran. Safe to call from several processes at once.
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
-import type { ClickHouse } from './clickhouse.ts'
+import { isUnreachable, type ClickHouse } from './clickhouse.ts'
+import type { Logger } from '../lib/log.ts'
 import type { Sql } from './postgres.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
@@ -37,6 +38,7 @@ export async function migratePostgres(sql: Sql): Promise<string[]> {
  * starting point of an upgrade, as the rollup backfill test builds one).
  */
 export async function migrateClickHouse(ch: ClickHouse, opts: { before?: string } = {}): Promise<string[]> {
+  await ch.ensureDatabase()
   await ch.command(
     `CREATE TABLE IF NOT EXISTS schema_migrations (name String, applied_at DateTime DEFAULT now())
      ENGINE = ReplacingMergeTree ORDER BY name`,
@@ -51,7 +53,49 @@ export async function migrateClickHouse(ch: ClickHouse, opts: { before?: string 
     await ch.command('INSERT INTO schema_migrations (name) VALUES ({name:String})', { name: file.name })
     applied.push(file.name)
   }
+  if (opts.before === undefined) ch.schemaReady = true
   return applied
+}
+
+/**
+ * migrateClickHouse at startup. A ClickHouse server that cannot be reached does not stop the service:
+ * everything but analytics and exports goes on without it (ingestion into the PostgreSQL spool, with
+ * INGEST_ACK_AFTER=postgres), so the migrations are retried every `retryMs` until they pass, and the
+ * health check reports ClickHouse failing meanwhile (`schemaReady`). Any other failure (a migration
+ * ClickHouse refuses) stops the start, as PostgreSQL's do.
+ */
+export async function migrateClickHouseAtStart(
+  ch: ClickHouse,
+  log: Logger,
+  retryMs = 5_000,
+): Promise<{ applied: string[]; stop(): Promise<void> }> {
+  try {
+    return { applied: await migrateClickHouse(ch), stop: async () => {} }
+  } catch (err) {
+    if (ch.kind !== 'server' || !isUnreachable(err)) throw err
+    log.error({ err }, `clickhouse: unreachable at start; its migrations are retried every ${retryMs} ms, analytics and exports answer 503 until then`)
+  }
+  let stopped = false
+  let timer: NodeJS.Timeout | undefined
+  let running: Promise<void> = Promise.resolve()
+  const attempt = () => {
+    running = migrateClickHouse(ch).then(
+      (applied) => log.info({ clickhouse: applied }, 'clickhouse: reachable again, migrations applied'),
+      (err) => {
+        if (!isUnreachable(err)) log.error({ err }, 'clickhouse: a migration failed; retrying')
+        if (!stopped) timer = setTimeout(attempt, retryMs)
+      },
+    )
+  }
+  timer = setTimeout(attempt, retryMs)
+  return {
+    applied: [],
+    async stop() {
+      stopped = true
+      clearTimeout(timer)
+      await running
+    },
+  }
 }
 
 function splitStatements(text: string): string[] {

@@ -4,6 +4,7 @@
 // returned, so continuing from it later yields exactly the rows added since (incremental sync). It is
 // null only on a page without rows.
 import type { AppContext } from '../context.ts'
+import { REPORT_SETTINGS } from '../db/clickhouse.ts'
 import { MONEY_TYPES, MONEY_TYPES_SQL, SCOPE } from '../analytics/queries.ts'
 import { exportWatermark } from '../events/spool.ts'
 import { cursorCodec, decodeCursorOr400, invalidCursor } from '../lib/cursor.ts'
@@ -251,7 +252,7 @@ async function readEventLines(c: Chain, after: string, limit: number): Promise<{
     const params = { tenant: input.tenantId, brand: input.brandId, after, until: String(until), limit }
     // One query: the scalar subquery (the read's last seq, from the events_by_seq projection) is computed
     // first, and the outer read uses it as a constant for the primary key and the seq min-max index.
-    const lines = await c.deps.ch.queryLines(`
+    const lines = await c.deps.ch.reports.queryLines(`
       WITH ${PAYLOAD_JSON}
       SELECT toString(seq), ${ROW_JSON} FROM events
       WHERE ${SCOPE} AND seq > {after:UInt64} ${types} AND seq <= (
@@ -260,7 +261,7 @@ async function readEventLines(c: Chain, after: string, limit: number): Promise<{
           ORDER BY seq LIMIT {limit:UInt32}))
       ORDER BY seq
       -- A read covers a few granules: one thread, without the setup of a parallel read (21 → 16 ms a page on chDB).
-      SETTINGS max_threads = 1, ${JSON_SETTINGS}`, params)
+      SETTINGS max_threads = 1, ${REPORT_SETTINGS}, ${JSON_SETTINGS}`, params)
     const more = lines.length === limit || until < below
     if (!more || lines.length >= input.limit) return { lines, more }
   }

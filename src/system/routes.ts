@@ -58,17 +58,21 @@ function runChecks(ctx: AppContext) {
   entry.result = (async () => {
     const [postgres, clickhouse, redis] = await Promise.all([
       timed(() => ctx.pg.ping(CHECK_TIMEOUT_MS)),
-      timed(() => ctx.ch.ping(CHECK_TIMEOUT_MS)),
+      timed(async () => {
+        await ctx.ch.ping(CHECK_TIMEOUT_MS)
+        if (!ctx.ch.schemaReady) throw new Error('ClickHouse answers, but its migrations have not run yet (retried every 5 s)')
+      }),
       ctx.redis ? timed(() => pingRedis(ctx.redis!, CHECK_TIMEOUT_MS)) : Promise.resolve<CheckResult>({ status: 'embedded' }),
     ])
     if (redis.status === 'fail') {
       // Ingestion goes on without Redis: the rate limiter fails open and dedupe falls back (docs/ingestion.md).
       Object.assign(redis, { required: false, impact: 'ingestion goes on: the rate limiter lets requests through and dedupe checks ids against the stores until Redis answers again (docs/ingestion.md)' })
     }
-    if (clickhouse.status === 'fail' && ctx.config.ingestAckAfter === 'postgres') {
+    if (clickhouse.status === 'fail' && ctx.config.ingestAckAfter === 'postgres' && redis.status === 'ok') {
       // Acknowledged after PostgreSQL, ingestion goes on into the spool (until it is full: ingest_spool
       // below then fails) and every route but analytics and exports answers. Every process shares the one
-      // ClickHouse: a load balancer taking them all out for it would stop what still works.
+      // ClickHouse: a load balancer taking them all out for it would stop what still works. Not without
+      // Redis: dedupe then checks every new event id against ClickHouse (dedupe.ts), so ingestion stops.
       Object.assign(clickhouse, { required: false, impact: 'ingestion goes on into the PostgreSQL spool and moves to ClickHouse when it answers; analytics and exports fail until then (docs/ingestion.md)' })
     }
     const checks: Record<string, CheckResult> = { postgres, clickhouse, redis }
