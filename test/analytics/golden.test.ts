@@ -212,6 +212,60 @@ t.test('reports', async (t) => {
     { key: 'deposit_failed', value: 1 }, { key: 'login', value: 1 }, { key: 'win', value: 1 }, { key: 'withdrawal', value: 1 },
   ])
   t.same(await run('deposits', 'event_type'), [{ key: 'deposit', value: { EUR: 100.1, USD: 75.25 } }])
+
+  // The other nine pairs. Rows whose money is zero in every currency are left out, as above (deposits by
+  // day lists only days with deposits, wagered by status no `suspended`).
+  t.same(await run('events', 'day'), [
+    { key: '2026-02-10', value: 2 }, // p1 registration, deposit
+    { key: '2026-02-11', value: 1 }, // p1 failed deposit
+    { key: '2026-03-05', value: 1 }, // p2 registration
+    { key: '2026-03-15', value: 1 }, // p2 deposit
+    { key: '2026-03-28', value: 2 }, // p1 bet 22:30Z, win 23:10Z
+    { key: '2026-03-29', value: 3 }, // p1 bet + rollback 10:00Z, p5 registration 22:30Z
+    { key: '2026-03-30', value: 4 }, // p1 grant, bet, win, win rollback
+    { key: '2026-04-01', value: 1 }, // p1 bonus completed
+    { key: '2026-04-02', value: 3 }, // p2 deposit, bet, win
+    { key: '2026-04-03', value: 2 }, // p2 withdrawal, grant
+    { key: '2026-04-04', value: 1 }, // p2 bonus completed
+    { key: '2026-04-05', value: 2 }, // p3 login, failed deposit
+  ]) // 23 in all
+  t.same(await run('deposits', 'week'), [
+    { key: '2026-02-09', value: { EUR: 100.1 } }, // p1 Tue 02-10
+    { key: '2026-03-09', value: { USD: 50 } }, // p2 Sun 03-15 (its week began Mon 03-09)
+    { key: '2026-03-30', value: { USD: 25.25 } }, // p2 Thu 04-02; the failed deposits (EUR 50, 20) never count
+  ])
+  t.same(await run('deposits', 'status'), [{ key: 'active', value: { EUR: 100.1, USD: 75.25 } }]) // p1 100.1; p2 50 + 25.25; p3 (suspended) only a failed one
+  t.same(await run('deposits', 'game'), [{ key: null, value: { EUR: 100.1, USD: 75.25 } }]) // deposits carry no game
+  t.same(await run('wagered', 'day'), [
+    { key: '2026-03-28', value: { EUR: 20 } }, // p1 bet 20
+    // 2026-03-29: bet 10 − 10 rolled back = 0, no row
+    { key: '2026-03-30', value: { EUR: 30 } }, // p1 bet 30 (book)
+    { key: '2026-04-02', value: { USD: 40 } }, // p2 bet 40 (blackjack)
+  ])
+  t.same(await run('wagered', 'country'), [
+    { key: 'IT', value: { EUR: 50 } }, // p1: 20 + 10 + 30 − 10 rolled back; p3 (IT) no bets
+    { key: 'US', value: { USD: 40 } }, // p2: 40; p5 (DE) no bets, no row
+  ])
+  t.same(await run('wagered', 'event_type'), [
+    { key: 'bet', value: { EUR: 60, USD: 40 } }, // EUR 20 + 10 + 30; USD 40
+    { key: 'bet_rollback', value: { EUR: -10 } }, // subtracted under its own type: the rows sum to EUR 50, USD 40
+  ])
+  t.same(await run('players', 'week'), [
+    { key: '2026-02-09', value: 1 }, // p1 (02-10, 02-11)
+    { key: '2026-03-02', value: 1 }, // p2 registration Thu 03-05
+    { key: '2026-03-09', value: 1 }, // p2 deposit Sun 03-15
+    { key: '2026-03-23', value: 2 }, // p1 (03-28, 03-29), p5 (Sun 03-29 22:30Z)
+    { key: '2026-03-30', value: 3 }, // p1, p2, p3 (p1 several times: distinct)
+  ])
+  t.same(await run('players', 'game'), [
+    { key: 'blackjack', value: 1 }, { key: 'book', value: 1 }, { key: 'starburst', value: 1 }, // p2; p1; p1
+    { key: null, value: 4 }, // p1, p2, p3, p5 all have events without a game
+  ])
+  // The same since `from` (read from events rather than the all-time rollup): p1's starburst play is before it.
+  t.same(await run('players', 'game', '2026-03-30'), [
+    { key: 'blackjack', value: 1 }, { key: 'book', value: 1 },
+    { key: null, value: 3 }, // p1 (grant, completion), p2, p3
+  ])
 })
 
 t.test('brand hint and scopes', async (t) => {

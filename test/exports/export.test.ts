@@ -172,28 +172,46 @@ t.test('a full export while events stream in, moved by two flushers at once: eve
   second.start()
   t.teardown(() => second.stop())
   const total = 1500
+  // Every 5th event a login: in `events`, not in `transactions`.
+  const isLogin = (i: number) => i % 5 === 4
+  const event = (i: number) =>
+    isLogin(i)
+      ? { event_id: `s${i}`, player_id: `sp${i % 37}`, event_type: 'login', payload: { country: 'IT' } }
+      : { event_id: `s${i}`, player_id: `sp${i % 37}`, event_type: 'bet', payload: { amount: 1, currency: 'EUR' } }
+  const expected = {
+    events: new Set(Array.from({ length: total }, (_, i) => `s${i}`)),
+    transactions: new Set(Array.from({ length: total }, (_, i) => i).filter((i) => !isLogin(i)).map((i) => `s${i}`)),
+  }
   let sent = 0
   const producer = (async () => {
     while (sent < total) {
       const n = Math.min(50, total - sent)
-      const events = Array.from({ length: n }, (_, i) => ({ event_id: `s${sent + i}`, player_id: `sp${(sent + i) % 37}`, event_type: 'bet', payload: { amount: 1, currency: 'EUR' } }))
+      const events = Array.from({ length: n }, (_, i) => event(sent + i))
       await Promise.all([ingest(t4.key, events.slice(0, 25)), ingest(t4.key, events.slice(25))])
       sent += n
       await sleep(5)
     }
   })()
-  const seen = new Map<string, number>()
-  let cursor: string | undefined
-  const deadline = Date.now() + 30_000
-  while (Date.now() < deadline) {
-    const p = await page(t4.key, 'transactions', { limit: 97, ...(cursor ? { cursor } : {}) })
-    for (const r of p.data) seen.set(r.event_id as string, (seen.get(r.event_id as string) ?? 0) + 1)
-    if (p.next_cursor) cursor = p.next_cursor
-    if (sent === total && seen.size === total) break
-    if (!p.data.length) await sleep(20)
+  // Both datasets scanned at once while the events stream in, each from its own cursor.
+  const scan = async (dataset: 'events' | 'transactions') => {
+    const seen = new Map<string, number>()
+    let cursor: string | undefined
+    const deadline = Date.now() + 30_000
+    while (Date.now() < deadline) {
+      const p = await page(t4.key, dataset, { limit: 97, ...(cursor ? { cursor } : {}) })
+      for (const r of p.data) seen.set(r.event_id as string, (seen.get(r.event_id as string) ?? 0) + 1)
+      if (p.next_cursor) cursor = p.next_cursor
+      if (sent === total && seen.size >= expected[dataset].size) break
+      if (!p.data.length) await sleep(20)
+    }
+    return { seen, cursor }
   }
+  const [events, transactions] = await Promise.all([scan('events'), scan('transactions')])
   await producer
-  t.equal(seen.size, total, 'no row missing')
-  t.same([...seen.values()].filter((n) => n !== 1), [], 'none twice')
-  t.same((await page(t4.key, 'transactions', { cursor: cursor as string })).data, [], 'nothing left after the last cursor')
+  for (const [dataset, { seen, cursor }] of [['events', events], ['transactions', transactions]] as const) {
+    t.same([...expected[dataset]].filter((id) => !seen.has(id)), [], `${dataset}: no row missing`)
+    t.same([...seen.keys()].filter((id) => !expected[dataset].has(id)), [], `${dataset}: no row of another kind`)
+    t.same([...seen.values()].filter((n) => n !== 1), [], `${dataset}: none twice`)
+    t.same((await page(t4.key, dataset, { cursor: cursor as string })).data, [], `${dataset}: nothing left after the last cursor`)
+  }
 })
