@@ -119,7 +119,7 @@ export const healthRoute = definePublicRoute({
   operationId: 'getHealth',
   tags: ['system'],
   summary: 'Service health and dependency checks',
-  description: `Public. 503 with status "degraded" when PostgreSQL or ClickHouse does not answer within ${CHECK_TIMEOUT_MS} ms, or the ingestion spool is full: what stops the service. A failing optional dependency (Redis) is reported in \`checks\` (\`required: false\`) with 200, so a load balancer keeps the process in service. Results (and their timestamp) are reused for up to ${HEALTH_CACHE_MS} ms. For liveness alone, GET /health/live.`,
+  description: `Public. 503 with status "degraded" for what stops the service: PostgreSQL not answering within ${CHECK_TIMEOUT_MS} ms, ClickHouse not answering (or its migrations not yet run) while ingestion needs it, the ingestion spool full. A failing optional dependency (Redis; ClickHouse while ingestion is acknowledged after PostgreSQL and Redis keeps dedupe) is reported in \`checks\` (\`required: false\`) with 200, so a load balancer keeps the process in service. Results (and their timestamp) are reused for up to ${HEALTH_CACHE_MS} ms. For liveness alone, GET /health/live.`,
   responses: { 200: Health, 503: Health },
   handler(ctx) {
     const fresh = freshChecks(ctx)
