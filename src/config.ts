@@ -1,6 +1,10 @@
 // The only module that reads process.env. Parsed once at boot; a bad value stops the process.
+import { readFileSync } from 'node:fs'
 import Type, { type Static } from 'typebox'
 import { Compile } from 'typebox/compile'
+
+/** package.json's version, also when the process is started without npm (the image runs node directly). */
+const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version
 
 const Bool = Type.Union([Type.Literal('true'), Type.Literal('false'), Type.Literal('1'), Type.Literal('0')])
 
@@ -142,7 +146,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     httpBodyTimeoutMs: Number(e.HTTP_BODY_TIMEOUT_MS ?? 10_000),
     gamificationTickMs: Number(e.GAMIFICATION_TICK_MS ?? 1000),
     eventStreamLoops: e.EVENT_STREAM_LOOPS ? Number(e.EVENT_STREAM_LOOPS) : undefined,
-    version: process.env.npm_package_version ?? '0.1.0',
+    version: PACKAGE_VERSION,
     campaignEnginePollMs: Number(e.CAMPAIGN_ENGINE_POLL_MS ?? 1000),
     metricsToken: e.METRICS_TOKEN,
     logRedact: e.LOG_REDACT ? e.LOG_REDACT.split(',') : [],

@@ -50,8 +50,9 @@ if (!command || values.help) {
   process.exit(command ? 0 : 2)
 }
 
-const config = loadConfig()
-const log = createLogger(process.env.LOG_LEVEL ?? 'warn')
+// The CLI logs at warn unless LOG_LEVEL says otherwise (the service: info): its output is its answer.
+const config = loadConfig({ LOG_LEVEL: 'warn', ...process.env })
+const log = createLogger(config.logLevel)
 const pg = await openPostgres({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, max: 2 }, log)
 let exitCode = 0
 try {

@@ -28,8 +28,8 @@
 //
 // The claim loop here is a small transactional poller of its own: the row lock of the claiming
 // transaction is the lease (a crashed process's transaction ends with its connection), so no lease
-// column or expiry is needed. It can move onto the shared work loop (src/engine/work-loop.ts) once that
-// offers transactional claims.
+// column or expiry is needed. It is not the shared work loop (src/engine/work-loop.ts), whose claims are
+// leases: here claim and effect commit together, which is what makes a consumer exactly once.
 import type { ReservedSql, TransactionSql } from 'postgres'
 import type { AppContext } from '../context.ts'
 import type { Bus } from '../db/bus.ts'

@@ -4,7 +4,7 @@
 // queue looks the same on a dashboard and label values stay bounded:
 //   metrics.registerQueue('webhook_deliveries', async () => ({ depth, oldestAgeSeconds }))  // read at scrape
 //   metrics.queueAttempt('webhook_deliveries'); metrics.queueFailure('webhook_deliveries')
-//   metrics.outcome('webhook', 'delivered')      // or ('message', 'sent', 'email')
+//   metrics.outcome('webhook', 'successful')     // or ('message', 'delivered', 'email')
 //   metrics.registerLag('event_stream', async () => seconds)
 // Label values are names from code (queue names, outcomes, route templates), never tenant, player or key
 // ids: anything that does not look like a short name becomes "other", and each metric keeps at most
