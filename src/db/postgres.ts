@@ -23,6 +23,9 @@ const driverOptions = {
   connection: { application_name: 'respin' },
 } as const
 
+/** PostgreSQL ends a session whose transaction has been idle this long (server connections). */
+export const IDLE_IN_TRANSACTION_MS = 60_000
+
 export async function openPostgres(
   opts: { databaseUrl: string | undefined; dataDir: string; max?: number },
   log: Logger,
@@ -31,7 +34,12 @@ export async function openPostgres(
     // 20: the engines' transactions (event-stream loops, delivery batches, campaign chunk lanes: up to
     // ~15 at once under load) must leave connections for the API and ingestion. Four API processes
     // stay within PostgreSQL's default max_connections of 100.
-    const sql = postgres(opts.databaseUrl, { ...driverOptions, max: opts.max ?? 20, connect_timeout: 5 })
+    // A transaction left open by a bug (an await that never settles between two statements) would hold its
+    // locks and its connection forever: PostgreSQL ends the session after 60 s idle in it. Nothing here
+    // waits that long inside a transaction; the slow outside calls (SMTP, webhooks, ClickHouse mutations)
+    // run between transactions, under leases.
+    const connection = { ...driverOptions.connection, idle_in_transaction_session_timeout: IDLE_IN_TRANSACTION_MS }
+    const sql = postgres(opts.databaseUrl, { ...driverOptions, connection, max: opts.max ?? 20, connect_timeout: 5 })
     return { sql, kind: 'postgres', ping: (ms) => pingSql(sql, ms), close: () => sql.end({ timeout: 5 }) }
   }
   return openEmbedded(opts.dataDir, log)
