@@ -217,6 +217,30 @@ export interface WorkLoop<Row> {
   stop(): Promise<void>
 }
 
+/**
+ * Keys (a webhook endpoint, a brand's channel) whose last call in this process failed: such a key gets one
+ * call at a time and holds `held` rows in memory until a call succeeds. Remote ends hanging until their
+ * timeout would otherwise each take their key's full share of the loop's slots and memory, and a few of
+ * them all of it, stalling every other tenant's work for as long as they hang. Use `concurrency` and
+ * `maxPerKey` in the loop's options, and report each call's result.
+ */
+export function failingKeys(held: number) {
+  const keys = new Set<string>()
+  return {
+    concurrency: (key: string, normal: number) => (keys.has(key) ? 1 : normal),
+    maxPerKey: (key: string, normal: number) => (keys.has(key) ? held : normal),
+    succeeded(key: string) {
+      keys.delete(key)
+    },
+    /** The first failure hands back to the table what the key holds beyond `held`, for other keys to use. */
+    failed(key: string, loop: Pick<WorkLoop<unknown>, 'shed'>) {
+      if (keys.has(key)) return
+      keys.add(key)
+      loop.shed(key, held)
+    },
+  }
+}
+
 export interface Reservation {
   token: string
   at: number

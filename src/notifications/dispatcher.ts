@@ -10,7 +10,7 @@ import postgres from 'postgres'
 import type { BackgroundService } from '../app.ts'
 import type { AppContext } from '../context.ts'
 import { createBatcher } from '../engine/batcher.ts'
-import { confirmLease, startWorkLoop, type Lease, type QueueTable } from '../engine/work-loop.ts'
+import { confirmLease, failingKeys, startWorkLoop, type Lease, type QueueTable } from '../engine/work-loop.ts'
 import { createOutboundHttp } from '../lib/outbound-http.ts'
 import { createEmailChannel } from './channels/email.ts'
 import type { Outcome } from './channels/outcome.ts'
@@ -51,6 +51,12 @@ const QUEUE: QueueTable = {
  * in-app delivery is only database work, done in batches: its limit is the batch size.
  */
 const PER_KEY: Record<Channel, number> = { email: 64, telegram: 8, push: 16, in_app: 512 }
+/**
+ * Messages a brand's channel holds in memory while its calls fail (one at a time then): SMTP servers or bot
+ * APIs hanging until their timeout would otherwise hold 64 slots and 256 messages each (email), and eight
+ * of them every slot and all the memory the process's other brands share.
+ */
+const FAILING_KEY_HELD = 2
 /** Messages per check or outcome transaction. */
 const BATCH_SIZE = 256
 /**
@@ -397,10 +403,15 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
     } catch (err) {
       outcome = { kind: 'retry', error: `${row.channel}: ${(err as Error).message}` }
     }
+    // A call to retry (a timeout, a refused connection, an error status) slows its brand's channel down to
+    // one call at a time; an answer of any kind from the other end (delivered, bounced, refused) ends that.
+    if (outcome.kind === 'retry') failing.failed(row.dispatch_key, loop)
+    else if (outcome.kind !== 'unsent') failing.succeeded(row.dispatch_key)
     await recording.add({ row, lease, prepared, outcome })
   }
 
   const perKeyOf = (key: string) => PER_KEY[key.slice(0, key.indexOf(':')) as Channel] ?? 4
+  const failing = failingKeys(FAILING_KEY_HELD)
   const loop = startWorkLoop<QueueRow>({
     name: QUEUE_NAME,
     sql,
@@ -409,11 +420,11 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
     keyOf: (row) => row.dispatch_key,
     handle,
     leaseMs: LEASE_MS,
-    perKeyConcurrency: perKeyOf,
+    perKeyConcurrency: (key) => failing.concurrency(key, perKeyOf(key)),
     globalConcurrency: 1024,
     // Four times what a key may have in hand, at most 512: a dead bot or push service holds 32 or 64
     // messages in memory, not 512 of the 2,048 every brand and channel share.
-    maxPerKey: (key) => Math.min(512, 4 * perKeyOf(key)),
+    maxPerKey: (key) => failing.maxPerKey(key, Math.min(512, 4 * perKeyOf(key))),
     maxInMemory: 2048,
     idleIntervalMs: 500,
     // Depth, oldest due message's age and attempts on /metrics (queue "delivery").

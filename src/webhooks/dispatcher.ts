@@ -8,7 +8,7 @@
 import type { BackgroundService } from '../app.ts'
 import type { AppContext } from '../context.ts'
 import { randomUUID } from 'node:crypto'
-import { confirmLease, startTicker, startWorkLoop, type Lease, type QueueTable, type WorkLoop } from '../engine/work-loop.ts'
+import { confirmLease, failingKeys, startTicker, startWorkLoop, type Lease, type QueueTable, type WorkLoop } from '../engine/work-loop.ts'
 import { createBatcher } from '../engine/batcher.ts'
 import { tableQueueProbe } from '../lib/metrics.ts'
 import { createOutboundHttpOnWorker, OutboundTimeoutError } from '../lib/outbound-http.ts'
@@ -83,7 +83,7 @@ export function startWebhookService(ctx: AppContext): BackgroundService {
   const http = createOutboundHttpOnWorker({ connectionsPerTarget: PER_ENDPOINT_CONCURRENCY })
   const endpoints = endpointCache(ctx)
   // Endpoints whose last attempt in this process failed: one attempt at a time until one succeeds.
-  const failing = new Set<string>()
+  const failing = failingKeys(FAILING_ENDPOINT_HELD)
   const resolve = cachingResolver(systemResolver)
   // An attempt takes at most the timeout plus a few queries; a crashed process's rows are retried after this.
   const leaseMs = config.webhookTimeoutMs + 5000
@@ -162,12 +162,8 @@ export function startWebhookService(ctx: AppContext): BackgroundService {
     await outcomes.add(outcome)
     ctx.metrics?.outcome('webhook', outcome.status === 'pending' ? 'retrying' : outcome.status)
     if (!ok) ctx.metrics?.queueFailure('webhook-dispatch')
-    if (ok) failing.delete(endpoint.id)
-    else if (!failing.has(endpoint.id)) {
-      failing.add(endpoint.id)
-      // What it holds beyond its new share goes back to the table (other keys' rows can use the room).
-      dispatch.shed(endpoint.id, FAILING_ENDPOINT_HELD)
-    }
+    if (ok) failing.succeeded(endpoint.id)
+    else failing.failed(endpoint.id, dispatch)
     if (ok && endpoint.failing) {
       endpoint.failing = false
       await q.noteEndpointSuccess(sql, endpoint.id)
@@ -200,9 +196,9 @@ export function startWebhookService(ctx: AppContext): BackgroundService {
     keyOf: (row) => row.endpoint_id,
     handle: attempt,
     leaseMs,
-    perKeyConcurrency: (endpointId) => (failing.has(endpointId) ? 1 : PER_ENDPOINT_CONCURRENCY),
+    perKeyConcurrency: (endpointId) => failing.concurrency(endpointId, PER_ENDPOINT_CONCURRENCY),
     globalConcurrency: GLOBAL_CONCURRENCY,
-    maxPerKey: (endpointId) => (failing.has(endpointId) ? FAILING_ENDPOINT_HELD : 4 * PER_ENDPOINT_CONCURRENCY),
+    maxPerKey: (endpointId) => failing.maxPerKey(endpointId, 4 * PER_ENDPOINT_CONCURRENCY),
     maxInMemory: 4 * GLOBAL_CONCURRENCY,
     idleIntervalMs: ctx.pg.kind === 'pglite' ? 250 : 1000,
     metrics: ctx.metrics,
