@@ -56,12 +56,17 @@ t.test('journey paths: event before the timeout, timeout then branch both ways, 
 
   // Mid-journey, a player self-excludes.
   await event(tenant, 'excluded', 'status_change', { status: 'self_excluded' })
+  t.match((await participants(tenant, a)).data.find((x) => x.player_id === ids.excluded), { status: 'exited' }, 'the self-excluded player left at once')
   // The payer deposits at the wait_for_event step (before its timeout).
   await until(h, async () => (await participants(tenant, a)).data.some((x) => x.player_id === ids.pays && x.step === 'deposit?'), 10_000)
+  // The self-excluded player deposits too, after the wait that both entered together (they would now be at
+  // the wait_for_event step, as the payer is): still in the journey, this would send 'thanks'.
+  await new Promise((r) => setTimeout(r, 200))
+  await event(tenant, 'excluded', 'deposit', { amount: 25, currency: 'EUR' })
   await event(tenant, 'pays', 'deposit', { amount: 5, currency: 'EUR' }) // below the filter: still waiting
   t.equal((await participants(tenant, a, { status: 'waiting' })).data.length, 1, 'a deposit the filter refuses moves nothing')
   await event(tenant, 'pays', 'deposit', { amount: 25, currency: 'EUR' })
-  await until(h, async () => (await participants(tenant, a, { status: 'completed' })).data.length === 1, 30_000)
+  await until(h, async () => (await participants(tenant, a, { status: 'completed' })).data.some((x) => x.player_id === ids.pays), 30_000)
   await until(h, async () => (await participants(tenant, b, { status: 'completed' })).data.length === 2, 30_000)
 
   const steps = async (campaignId: string) => {
@@ -76,7 +81,8 @@ t.test('journey paths: event before the timeout, timeout then branch both ways, 
   t.same(sb.get(ids.plain), ['hello'], 'timeout, branch else (ends)')
   await new Promise((r) => setTimeout(r, 500))
   await ctx.campaigns!.round()
-  t.same(sa.get(ids.excluded), ['hello'], 'the self-excluded player got nothing more')
+  // Read again after the wait and the round: nothing more for the self-excluded player, not even a suppressed send.
+  t.same((await steps(a)).get(ids.excluded), ['hello'], 'the self-excluded player got nothing more')
   const status = Object.fromEntries((await participants(tenant, a)).data.map((p) => [p.player_id, p.status]))
   t.same(status, { [ids.excluded]: 'exited', [ids.pays]: 'completed' })
 

@@ -1,7 +1,7 @@
 // One-shot campaigns end to end over HTTP: the audience is the segment at the start (a later member gets
 // nothing), one notification per player and channel through the delivery rules (a self-excluded member
-// is counted suppressed), pause /
-// resume / cancel, and stats.
+// is counted suppressed), pause / resume / cancel (messages still queued at the cancel end suppressed),
+// and stats.
 import t from 'tap'
 import { processRun } from '../../src/campaigns/execution.ts'
 import { startHarness } from '../helpers/harness.ts'
@@ -121,8 +121,19 @@ t.test('messages already queued when the campaign pauses wait for the resume, th
 t.test('cancel drops what is pending: queued messages end suppressed (campaign_cancelled), no more are sent', async (t) => {
   const { tenant, c, run } = await startedOneShot(300)
   await processRun(ctx, run, stopAfter(1), 100)
+  await until(h, async () => (await sent(h, c.id)).filter((r) => r.status === 'delivered').length >= 10)
+  // Ten still queued at the cancel, as messages the dispatcher holds (a paused campaign's, quiet hours'):
+  // due later, no dispatcher's lease. (The dispatcher is fast enough to have sent them all.)
+  const held = (await sent(h, c.id)).filter((r) => r.status === 'delivered').slice(0, 10).map((r) => r.notification_id)
+  await ctx.sql`
+    update notifications set status = 'queued', sent_at = null, delivered_at = null, attempts = 0, due_at = now() + interval '1 hour', lease_owner = null
+    where id = any(${held}::uuid[])`
+  const heldStates = async () => ctx.sql<{ status: string; reason: string | null }[]>`select status, reason from notifications where id = any(${held}::uuid[])`
+  t.same((await heldStates()).map((r) => r.status), Array(10).fill('queued'), 'ten queued before the cancel')
   const cancelled = await must(h.request('DELETE', `/campaigns/${c.id}`, { key: tenant.key }), 200)
   t.equal(cancelled.data.status, 'cancelled')
+  // At once (the cancel's own transaction), not when the dispatcher would next look at them.
+  t.same(await heldStates(), Array(10).fill({ status: 'suppressed', reason: 'campaign_cancelled' }), 'the ten queued ones: suppressed, campaign_cancelled')
   const atCancel = (await sent(h, c.id)).length
   t.ok(atCancel >= 100, `${atCancel} enqueued before the cancel`)
   await ctx.campaigns!.round()
@@ -134,9 +145,12 @@ t.test('cancel drops what is pending: queued messages end suppressed (campaign_c
   await until(h, async () => (await ctx.sql`select 1 from notifications where campaign_id = ${c.id} and status = 'queued'`).length === 0)
   const reasons = await ctx.sql<{ status: string; reason: string | null; n: number }[]>`
     select status, reason, count(*)::int as n from notifications where campaign_id = ${c.id} and status <> 'delivered' group by 1, 2`
-  t.ok(reasons.every((r) => r.status === 'suppressed' && r.reason === 'campaign_cancelled'), `every undelivered one: suppressed, campaign_cancelled (${JSON.stringify(reasons)})`)
+  t.same(reasons, [{ status: 'suppressed', reason: 'campaign_cancelled', n: reasons[0]?.n }], `every undelivered one: suppressed, campaign_cancelled (${JSON.stringify(reasons)})`)
+  t.ok(reasons[0]!.n >= held.length, 'the held ones among them')
+  t.equal((await ctx.sql`select 1 from notifications where id = any(${held}::uuid[]) and (delivered_at is not null or sent_at is not null)`).length, 0, 'none of the held ones went out after')
   const stats = (await campaign(h, tenant, c.id)).stats
   t.equal(stats.audience, 300)
+  t.ok(stats.suppressed >= held.length, `${stats.suppressed} suppressed`)
   t.equal(stats.suppressed + stats.delivered, atCancel)
 })
 

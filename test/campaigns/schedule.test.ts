@@ -1,6 +1,7 @@
 // Schedule transitions with an injected clock: start_at moves a scheduled campaign to running, end_at
-// completes a running one, and a recurring campaign ticks by its cron in its time zone — once on the day
-// the clocks spring forward over its 02:30 (and once on the day they fall back).
+// completes a running one, a recurring campaign ticks by its cron in its time zone — once on the day
+// the clocks spring forward over its 02:30 (and once on the day they fall back) — and a tick's in-app
+// messages are delivered to the members' inboxes.
 import t from 'tap'
 import { startHarness } from '../helpers/harness.ts'
 import { nextTick } from '../../src/campaigns/schedule.ts'
@@ -86,6 +87,41 @@ t.test('a recurring 02:30 Europe/Rome campaign ticks once a day, also on the spr
   ])
   t.equal((await sent(h, c.id)).length, 6, 'each tick messaged both members once')
   t.equal((await campaign(h, tenant, c.id)).status, 'completed', 'end_at completed it')
+})
+
+t.test("a recurring tick's in-app messages are delivered to the members' inboxes", async (t) => {
+  // Days before the real time: the delivery dispatcher takes a message when its due time (the clock's
+  // time at the enqueue) has come in the database's time, so the test clock must not lie ahead of it.
+  const day = new Date(Date.now() - 3 * 86_400_000).toISOString().slice(0, 10)
+  at(`${day}T11:50:00Z`)
+  const tenant = await h.createTenant()
+  const ids = await players(h, tenant, 2)
+  const c = await createCampaign(h, tenant, {
+    type: 'recurring', target_segment_id: await segment(h, tenant),
+    schedule: { cron: '0 12 * * *' }, config: { templates: { in_app: await template(h, tenant, 'in_app', { body: 'Daily spins' }) } },
+  })
+  await move(h, tenant, c.id, 'running')
+  at(`${day}T11:59:59Z`)
+  await round()
+  t.equal((await sent(h, c.id)).length, 0, 'not before the tick')
+  at(`${day}T12:00:00Z`)
+  await round()
+  const runs = await h.app.ctx.sql<{ run_key: string }[]>`select run_key from campaign_runs where campaign_id = ${c.id}`
+  t.same(runs.map((r) => r.run_key), [`tick:${day}T12:00:00.000Z`])
+  t.equal((await sent(h, c.id)).length, 2, 'the tick enqueued a message per member')
+  const deadline = Date.now() + 15_000
+  while ((await sent(h, c.id)).some((r) => r.status === 'queued') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+  const rows = await sent(h, c.id)
+  t.same(rows.map((r) => r.status), ['delivered', 'delivered'], 'both delivered by the delivery dispatcher')
+  t.same(new Set(rows.map((r) => r.player_id)), new Set(ids))
+  for (const id of ids) {
+    const inbox = (await h.request('GET', `/players/${id}/inbox`, { key: tenant.key })).body.data
+    t.match(inbox, [{ body: 'Daily spins', campaign_id: c.id }], 'in the inbox')
+  }
+  t.equal((await outboxOf(c.id, 'message.delivered')).length, 2, 'message.delivered for each')
+  t.match((await campaign(h, tenant, c.id)).stats, { audience: 2, delivered: 2, sent: 2 })
+  // Stopped, so the later tests' clock (in 2027) ticks it no more.
+  await h.request('DELETE', `/campaigns/${c.id}`, { key: tenant.key })
 })
 
 t.test('cron in a time zone: the autumn change runs a daily 02:30 once', async (t) => {

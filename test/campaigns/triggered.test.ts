@@ -1,6 +1,7 @@
 // Triggered campaigns end to end: POST /events → the event stream → enrolment → an in-app notification.
 // Filters, events before the start, duplicates, max_per_player, the target segment at that moment, pause,
-// delay_seconds, and conversions for both arms with player.converted carrying campaign_id.
+// delay_seconds, and conversions for both arms (only within the window after a delivered message, or after
+// the hold-out) with player.converted carrying campaign_id.
 import t from 'tap'
 import WebSocket from 'ws'
 import { startHarness, type TestTenant } from '../helpers/harness.ts'
@@ -11,8 +12,8 @@ const ctx = h.app.ctx
 let n = 0
 const eventId = () => `ev-${process.pid}-${++n}`
 
-async function event(tenant: TestTenant, player: string, type: string, payload: Record<string, unknown> = {}, id = eventId()) {
-  const res = await must(h.request('POST', '/events', { key: tenant.key, body: { player_id: player, event_type: type, event_id: id, timestamp: new Date().toISOString(), payload } }), 200)
+async function event(tenant: TestTenant, player: string, type: string, payload: Record<string, unknown> = {}, id = eventId(), at = new Date()) {
+  const res = await must(h.request('POST', '/events', { key: tenant.key, body: { player_id: player, event_type: type, event_id: id, timestamp: at.toISOString(), payload } }), 200)
   await ctx.stream!.idle()
   return res
 }
@@ -182,7 +183,16 @@ t.test('delay_seconds holds the send; cancel drops a held one', async (t) => {
   t.equal((await sent(h, c2.id)).length, 0, 'the held send was dropped')
 })
 
-t.test('conversions: counted once per player in each arm, player.converted carries campaign_id', async (t) => {
+/** Events as POST /events batches of up to 100 (the API's limit), in order, then the stream idle. */
+async function batch(tenant: TestTenant, events: { player: string; type: string; payload?: Record<string, unknown>; at?: Date }[]) {
+  for (let i = 0; i < events.length; i += 100) {
+    const body = { events: events.slice(i, i + 100).map((e) => ({ player_id: e.player, event_type: e.type, event_id: eventId(), timestamp: (e.at ?? new Date()).toISOString(), payload: e.payload ?? {} })) }
+    await must(h.request('POST', '/events', { key: tenant.key, body }), 200)
+  }
+  await ctx.stream!.idle()
+}
+
+t.test('conversions: counted once per player in each arm, only within the window after a delivered message', async (t) => {
   const tenant = await h.createTenant()
   const c = await createCampaign(h, tenant, {
     type: 'triggered',
@@ -192,28 +202,62 @@ t.test('conversions: counted once per player in each arm, player.converted carri
     },
   })
   await move(h, tenant, c.id, 'running')
-  const names = Array.from({ length: 12 }, (_, i) => `c${i}`)
-  for (const p of names) await event(tenant, p, 'login')
-  const arms = await ctx.sql<{ player_id: string; control: boolean }[]>`select player_id, control from campaign_audience where campaign_id = ${c.id}`
-  t.equal(arms.length, 12)
-  const control = arms.filter((a) => a.control)
-  t.ok(control.length > 0 && control.length < 12, `both arms populated (${control.length} held out)`)
-  // The treated arm's in-app messages delivered (what the delivery dispatcher records when it stores them).
-  await ctx.sql`update notifications set status = 'delivered', delivered_at = now() where campaign_id = ${c.id} and status = 'queued'`
-  // Half one event at a time, half in one batch (two conversions of a player applied together).
-  for (const p of names.slice(0, 6)) {
+  // Four groups, each large enough that both arms of every group are filled but for odds of 2^-33 per group
+  // (the arm is a hash of campaign and player: random here). `conv` deposits within the window; `late` only
+  // 2 h after its message (past within_hours: 1), `early` only before it; `muted` withdrew in-app consent,
+  // so its treated members' messages are suppressed, never delivered, and their deposits convert nothing.
+  const G = 34
+  const group = (name: string) => Array.from({ length: G }, (_, i) => `${name}${i}`)
+  const groups = { conv: group('conv'), late: group('late'), early: group('early'), muted: group('muted') }
+  const all = Object.values(groups).flat()
+  await batch(tenant, groups.muted.map((p) => ({ player: p, type: 'consent_update', payload: { channel: 'in_app', granted: false } })))
+  await batch(tenant, all.map((p) => ({ player: p, type: 'login' })))
+
+  const ids = new Map((await ctx.sql<{ id: string; external_id: string }[]>`select id, external_id from players where brand_id = ${tenant.brand.id}`).map((r) => [r.external_id, r.id]))
+  const arms = new Map((await ctx.sql<{ player_id: string; control: boolean }[]>`select player_id, control from campaign_audience where campaign_id = ${c.id}`).map((a) => [a.player_id, a.control]))
+  t.equal(arms.size, all.length, 'every player enrolled once')
+  const arm = (names: string[], control: boolean) => names.filter((p) => arms.get(ids.get(p)!) === control).map((p) => ids.get(p)!)
+  for (const [name, names] of Object.entries(groups)) {
+    t.ok(arm(names, true).length > 0 && arm(names, false).length > 0, `${name}: both arms populated (${arm(names, true).length} of ${G} held out)`)
+  }
+  // The treated arm's messages as the delivery records them: in-app delivered at once, the muted suppressed.
+  await until(h, async () => (await ctx.sql`select 1 from notifications where campaign_id = ${c.id} and status = 'queued'`).length === 0)
+  const outcome = new Map((await ctx.sql<{ player_id: string; status: string; reason: string | null; delivered_at: Date | null }[]>`
+    select player_id, status, reason, delivered_at from notifications where campaign_id = ${c.id}`).map((r) => [r.player_id, r]))
+  t.same([...outcome.keys()].sort(), all.map((p) => ids.get(p)!).filter((id) => !arms.get(id)).sort(), 'one message per treated player, none to the hold-out')
+  const mutedTreated = arm(groups.muted, false)
+  t.ok(mutedTreated.every((id) => outcome.get(id)!.status === 'suppressed' && outcome.get(id)!.reason === 'no_consent' && outcome.get(id)!.delivered_at === null), 'the muted treated: never delivered')
+  t.ok([...outcome].filter(([id]) => !mutedTreated.includes(id)).every(([, r]) => r.status === 'delivered' && r.delivered_at), 'the others: delivered')
+
+  // conv: a few players one event at a time, the rest in one batch (two conversions of a player applied together).
+  for (const p of groups.conv.slice(0, 4)) {
     await event(tenant, p, 'deposit', { amount: 20, currency: 'EUR' })
     await event(tenant, p, 'deposit', { amount: 30, currency: 'EUR' })
   }
-  const batch = names.slice(6).flatMap((p) => [20, 30].map((amount) => ({ player_id: p, event_type: 'deposit', event_id: eventId(), payload: { amount, currency: 'EUR' } })))
-  await must(h.request('POST', '/events', { key: tenant.key, body: { events: batch } }), 200)
-  await ctx.stream!.idle()
+  const now = Date.now()
+  await batch(tenant, [
+    ...groups.conv.slice(4).flatMap((p) => [20, 30].map((amount) => ({ player: p, type: 'deposit', payload: { amount, currency: 'EUR' } }))),
+    ...groups.late.map((p) => ({ player: p, type: 'deposit', payload: { amount: 20, currency: 'EUR' }, at: new Date(now + 2 * 3_600_000) })),
+    ...groups.early.map((p) => ({ player: p, type: 'deposit', payload: { amount: 20, currency: 'EUR' }, at: new Date(now - 10 * 60_000) })),
+    ...groups.muted.map((p) => ({ player: p, type: 'deposit', payload: { amount: 20, currency: 'EUR' } })),
+  ])
+  // Single events too, past the window and before the message, for players of both arms.
+  for (const p of [groups.late[0]!, groups.early[0]!]) {
+    await event(tenant, p, 'deposit', { amount: 40, currency: 'EUR' }, undefined, new Date(p.startsWith('late') ? now + 90 * 60_000 : now - 60_000))
+  }
+
+  const conversions = await ctx.sql<{ player_id: string; control: boolean }[]>`select player_id, control from campaign_conversions where campaign_id = ${c.id}`
+  const converted = conversions.filter((r) => !r.control).map((r) => r.player_id).sort()
+  const controlConverted = conversions.filter((r) => r.control).map((r) => r.player_id).sort()
+  t.same(converted, arm(groups.conv, false).sort(), 'treated: only deposits within the window after a delivered message convert')
+  // The hold-out's window starts when it was held out, whatever its consent: muted control members count.
+  t.same(controlConverted, [...arm(groups.conv, true), ...arm(groups.muted, true)].sort(), 'held out: only deposits within the window after the hold-out convert')
   const stats = (await campaign(h, tenant, c.id)).stats
-  t.equal(stats.converted, 12 - control.length, 'each treated player once')
-  t.equal(stats.control_converted, control.length, 'each held-out player once')
-  t.equal(stats.audience, 12)
-  t.equal(stats.control, control.length)
+  t.equal(stats.converted, arm(groups.conv, false).length, 'each treated player once')
+  t.equal(stats.control_converted, arm(groups.conv, true).length + arm(groups.muted, true).length, 'each held-out player once')
+  t.equal(stats.audience, all.length)
+  t.equal(stats.control, all.filter((p) => arms.get(ids.get(p)!)).length)
   const fired = await ctx.sql<{ data: any }[]>`select data from outbox where event = 'player.converted' and data->>'campaign_id' = ${c.id}`
-  t.equal(fired.length, 12 - control.length, 'player.converted once per treated conversion')
-  t.ok(fired.every((f) => f.data.campaign_id === c.id && f.data.player_id))
+  t.same(fired.map((f) => f.data.player_id).sort(), converted, 'player.converted once per treated conversion')
+  t.ok(fired.every((f) => f.data.campaign_id === c.id))
 })
