@@ -133,6 +133,35 @@ export async function claimDue<Row>(
     returning q.*`) as unknown as Row[]
 }
 
+/**
+ * Claims, for each of `keys`, up to its `caps` entry of its due rows, oldest due first, skipping locked
+ * rows, leased as claimDue does: for keys left out of claimDue's general claim because their limits fell
+ * (failingKeys), so a few of their rows keep being tried without their backlog filling the claim.
+ */
+export async function claimDuePerKey<Row>(
+  sql: Sql,
+  q: QueueTable,
+  opts: { keys: string[]; caps: number[]; leaseMs: number; owner: string },
+): Promise<Row[]> {
+  if (!opts.keys.length) return []
+  const id = sql(q.idColumn ?? 'id')
+  const table = sql(q.table)
+  const due = sql(q.dueColumn)
+  const extra = q.where ? sql`and ${q.where(sql)}` : sql``
+  return (await sql`
+    update ${table} as q
+    set ${due} = now() + ${opts.leaseMs} * interval '1 millisecond', ${sql(q.ownerColumn)} = ${opts.owner}
+    where q.${id} in (
+      select c.${id} from unnest(${opts.keys}::text[], ${opts.caps}::int[]) as k(key, cap)
+      cross join lateral (
+        select ${id} from ${table}
+        where ${sql(q.keyColumn)}::text = k.key and ${due} <= now() ${extra}
+        order by ${due}
+        limit k.cap
+        for update skip locked) as c)
+    returning q.*`) as unknown as Row[]
+}
+
 // --- The work loop: ticker + claim + actor pool --------------------------------------------------------
 
 export interface WorkLoopOptions<Row> {
@@ -210,7 +239,9 @@ export interface WorkLoop<Row> {
   whenRoom(fn: () => void): void
   /**
    * Hands back to the table the rows of one key waiting in memory beyond `keep` (running ones count): for
-   * a key whose limits just fell, so its backlog does not hold the memory other keys could use.
+   * a key whose limits just fell, so its backlog does not hold the memory other keys could use. Until its
+   * maxPerKey is above `keep` again, the key is left out of the general claim (whose oldest-first rows
+   * would be its backlog again at once) and claimed apart, up to its limit.
    */
   shed(key: string, keep: number): void
   wake(): void
@@ -267,6 +298,10 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
   const claims = new WeakMap<object, { token: string; at: number }>()
   let claimNumber = 0
   const keysHeld = new Map<string, number>()
+  // Keys whose limits fell (shed), with the number they may hold: left out of the general claim, whose
+  // oldest-first rows would otherwise be theirs again at once, and claimed a few rows each instead
+  // (claimDuePerKey). A key leaves once its maxPerKey is above that number again.
+  const limitedKeys = new Map<string, number>()
   // Set when a step found the pool full, so the first slot that frees up triggers the next claim.
   let full = false
   // When the last claim left keys out and found nothing (see STARVED_WAKE_MS), and a wake put off since.
@@ -335,9 +370,27 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
         return false
       }
       const saturated: string[] = []
-      for (const [key, n] of keysHeld) if (n >= maxPerKey(key)) saturated.push(key)
+      for (const [key, n] of keysHeld) if (n >= maxPerKey(key) && !limitedKeys.has(key)) saturated.push(key)
+      const limited: string[] = []
+      const caps: number[] = []
+      for (const [key, held] of limitedKeys) {
+        const max = maxPerKey(key)
+        if (max > held) {
+          limitedKeys.delete(key)
+          if ((keysHeld.get(key) ?? 0) >= max) saturated.push(key)
+          continue
+        }
+        saturated.push(key)
+        const n = keysHeld.get(key) ?? 0
+        if (n < max) {
+          limited.push(key)
+          caps.push(max - n)
+        }
+      }
       const token = `${owner}:${++claimNumber}`
       const rows = await claimDue<Row>(opts.sql, opts.queue, { limit: room, leaseMs: opts.leaseMs, owner: token, excludeKeys: saturated })
+      const claimedAll = rows.length === room
+      if (limited.length && !claimedAll) rows.push(...(await claimDuePerKey<Row>(opts.sql, opts.queue, { keys: limited, caps, leaseMs: opts.leaseMs, owner: token })))
       const now = Date.now()
       starvedAt = saturated.length && !rows.length ? now : 0
       for (const row of rows) {
@@ -346,7 +399,7 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
         keysHeld.set(key, (keysHeld.get(key) ?? 0) + 1)
         pool.submit(key, row)
       }
-      return rows.length === room
+      return claimedAll
     },
   })
   const started = ticker
@@ -399,6 +452,7 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
       roomWaiters.add(fn)
     },
     shed(key, keep) {
+      limitedKeys.set(key, keep)
       const dropped = pool.shed(key, keep)
       if (!dropped.length) return
       const n = (keysHeld.get(key) ?? dropped.length) - dropped.length
