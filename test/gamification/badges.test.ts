@@ -35,3 +35,29 @@ t.test('badge validation: name required, rarity enum, icon_url must be a URI', a
   await expect400(t, h, tenant.key, 'PATCH', `${path}/${created.body.data.id}`, { icon_url: 'nope' }, 'icon_url')
   await expect400(t, h, tenant.key, 'PATCH', `${path}/${created.body.data.id}`, { rarity: 'COMMON' }, 'rarity')
 })
+
+t.test('criteria are validated on PATCH too: 400 naming the field, the stored badge unchanged', async (t) => {
+  const tenant = await h.createTenant()
+  const created = await h.request('POST', path, { key: tenant.key, body: { name: 'Bettor', rarity: 'rare', criteria: { event_type: 'bet', measure: 'sum', target: 100, filters: [{ field: 'game', op: 'eq', value: 'starburst' }] } } })
+  t.equal(created.status, 201, created.text)
+  const item = `${path}/${created.body.data.id}`
+  const refused = async (body: Record<string, unknown>, field: string) => {
+    await expect400(t, h, tenant.key, 'PATCH', item, body, field)
+    t.same((await h.request('GET', item, { key: tenant.key })).body.data, created.body.data, `unchanged after the refused ${JSON.stringify(body)}`)
+  }
+  await refused({ criteria: { event_type: 'bet' } }, 'criteria.target')
+  await refused({ criteria: { event_type: 'bet', target: 0 } }, 'criteria.target')
+  await refused({ criteria: { target: 5 } }, 'criteria.event_type')
+  await refused({ criteria: { event_type: 'bet', target: 5, measure: 'avg' } }, 'criteria.measure')
+  await refused({ criteria: { event_type: 'bet', target: 5, filters: [{ field: 'colour', op: 'eq', value: 1 }] } }, 'criteria.filters.0.field')
+  await refused({ criteria: { event_type: 'bet', target: 5, filters: [{ field: 'amount', op: 'like', value: 1 }] } }, 'criteria.filters.0.op')
+  await refused({ criteria: { missions_completed: 0 } }, 'criteria.missions_completed')
+  await refused({ criteria: { level_tier: 1.5 } }, 'criteria.level_tier')
+  await refused({ criteria: [1] }, 'criteria')
+  // A refused field refuses the whole patch: the valid fields beside it are not written either.
+  await refused({ name: 'Renamed', rarity: 'legendary', criteria: { event_type: 'bet', measure: 'sum' } }, 'criteria.target')
+  // The same shapes, valid, are accepted.
+  const ok = await h.request('PATCH', item, { key: tenant.key, body: { criteria: { missions_completed: 2 } } })
+  t.equal(ok.status, 200, ok.text)
+  t.same(ok.body.data.criteria, { missions_completed: 2 })
+})

@@ -14,6 +14,9 @@ import { call, makeTenant, spawnServer, uid, type Child } from '../events/helper
 
 const servers = !!process.env.DATABASE_URL
 
+/** A tournament_participants row as the board query returns it. */
+interface PgRow { player_id: string; external_id: string; score: number; reached_at: string }
+
 t.test('kill -9 mid-stream: mission progress and tournament scores count every event exactly once', async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'respin-gcrash-'))
   const dataDir2 = mkdtempSync(join(tmpdir(), 'respin-gcrash2-'))
@@ -92,9 +95,14 @@ t.test('kill -9 mid-stream: mission progress and tournament scores count every e
   const bettors = new Set(batches.flatMap((b) => b.events.filter((e) => e.event_type === 'bet').map((e) => e.player_id))).size
   const deposits = batches.length * 5
   const totals = async () =>
-    queryPostgres<{ wager: string; deps: string; score: string; pending: number; participants: number }>(
+    queryPostgres<{ wager: string; deps: string; score: string; pending: number; participants: number; board: PgRow[] }>(
       dataDir,
+      // board: the participants in rank order (contract-engines §5: score descending, equal scores by who
+      // reached them first; the final ranks break a tie of both by player_id, which the contract leaves open).
       `select (select coalesce(sum(value), 0) from player_missions where mission_id = $1) as wager,
+              (select json_agg(json_build_object('player_id', player_id, 'external_id', external_id, 'score', score, 'reached_at', reached_at)
+                               order by score desc, reached_at, player_id)
+                 from tournament_participants where tournament_id = $3) as board,
               (select coalesce(sum(value), 0) from player_missions where mission_id = $2) as deps,
               (select coalesce(sum(score), 0) from tournament_participants where tournament_id = $3) as score,
               (select count(*)::int from tournament_participants where tournament_id = $3) as participants,
@@ -109,16 +117,36 @@ t.test('kill -9 mid-stream: mission progress and tournament scores count every e
   }
   for (let i = 0; i < 150 && (await lbSum()) < bets; i++) await new Promise((r) => setTimeout(r, 200))
   await new Promise((r) => setTimeout(r, 500))
+  // The live leaderboard of the process restarted after the kill (read before totals(), which restarts the
+  // embedded server to read its PGlite directory).
+  const lb = await call(server.origin, 'GET', `/tournaments/${tournament.id}/leaderboard?limit=100`, tenant.key)
   const got = await totals()
   t.same(
     { wager: Number(got?.wager), deposits: Number(got?.deps), score: Number(got?.score), participants: got?.participants, pending: got?.pending },
     { wager: bets * 1.5, deposits, score: bets, participants: bettors, pending: 0 },
     'every bet and deposit counted once in the missions and the tournament',
   )
-  // The restarted process rebuilt the live leaderboard: its order matches PostgreSQL's.
-  const lb = await call(server.origin, 'GET', `/tournaments/${tournament.id}/leaderboard?limit=100`, tenant.key)
+  // The restarted process rebuilt the live leaderboard: its rows (rank, player, score) are PostgreSQL's.
   t.equal(lb.body.total, bettors, 'leaderboard holds every participant')
   t.equal(lb.body.data.reduce((a: number, r: { score: number }) => a + r.score, 0), bets, 'leaderboard scores sum to the bets')
+  const board: PgRow[] = (typeof got?.board === 'string' ? JSON.parse(got.board) : got?.board) ?? []
+  t.equal(board.length, bettors)
+  t.ok(new Set(board.map((r) => r.reached_at)).size > 1, 'reach times differ: the order is checked, not only the scores')
+  // Each rank holds the player PostgreSQL ranks there, with its score, up to the order of players tied on
+  // both score and reach time (the contract orders only by those two): compared per rank as (score, reach
+  // time), and as the same players with the same scores.
+  const byPlayer = new Map(board.map((r) => [r.player_id, r]))
+  const tieKey = (r: PgRow | undefined) => (r ? `${Number(r.score)}@${r.reached_at}` : 'not a participant')
+  const rowOf = (r: { player_id: string; external_id: string; score: number | string }) => `${r.player_id}|${r.external_id}|${Number(r.score)}`
+  const sameAsPostgres = (rows: { rank: number; player_id: string; external_id: string; score: number }[], which: string) => {
+    t.same(rows.map((r) => r.rank), board.map((_, i) => i + 1), `${which}: ranks 1..n`)
+    t.same(rows.map((r) => tieKey(byPlayer.get(r.player_id))), board.map(tieKey), `${which}: every rank holds the score and reach time PostgreSQL ranks there`)
+    t.same(rows.map(rowOf).sort(), board.map(rowOf).sort(), `${which}: the same players, external ids and scores`)
+  }
+  sameAsPostgres(lb.body.data, 'after kill -9, restart and re-sends')
+  // Embedded, totals() restarted the server with no event since: this board is the start's rebuild alone.
+  const rebuilt = await call(server.origin, 'GET', `/tournaments/${tournament.id}/leaderboard?limit=100`, tenant.key)
+  sameAsPostgres(rebuilt.body.data, servers ? 'read again' : 'rebuilt at a restart')
 
   // A tournament whose end passes while its process is dead.
   const lp = await must(server.origin, '/gamification/currencies', { name: 'LP', symbol: 'LP', type: 'virtual' })

@@ -7,7 +7,9 @@ import { periodStart } from '../../src/gamification/periods.ts'
 import { startHarness } from '../helpers/harness.ts'
 import { at, eid, engineHelpers } from './engine-helpers.ts'
 
-const h = await startHarness(t, { env: { RATE_LIMIT_INGEST_PER_MIN: '0' } })
+// The app's clock (the profile's "now", the engine's timers): the real one, unless a test pins it.
+let pinnedNow: number | null = null
+const h = await startHarness(t, { env: { RATE_LIMIT_INGEST_PER_MIN: '0' }, clock: () => new Date(pinnedNow ?? Date.now()) })
 const { create, send, profile, mission, outbox, playerId, state, sql } = engineHelpers(h)
 
 const bet = (player: string, amount: number, extra: Record<string, unknown> = {}, time?: string) => ({
@@ -45,14 +47,26 @@ t.test('daily and weekly periods in Europe/Berlin: reset at local midnight and a
   const daily = await create(tenant, '/gamification/missions', { name: 'Daily', type: 'daily', rules: { event_type: 'bet', target: 3, timezone: tz } })
   const dailyUtc = await create(tenant, '/gamification/missions', { name: 'Daily UTC', type: 'daily', rules: { event_type: 'bet', target: 10 } })
   const weekly = await create(tenant, '/gamification/missions', { name: 'Weekly', type: 'weekly', rules: { event_type: 'bet', target: 10, timezone: tz } })
-  const now = new Date()
+  // The app's "now" is pinned to local noon of a day at least 36 hours back: every event below (minutes
+  // around that day's midnight or its week's Monday 00:00) is in the past, and no midnight passes during the
+  // test, whatever the time of day it runs (with the wall clock, "midnight + 10 min" was a future event
+  // from 00:00 to 00:10, and a test started just before midnight read its profile in the next day).
+  const wallNow = Date.now()
+  const noon = (periodStart('daily', tz, new Date(wallNow - 2 * 86_400_000)) as Date).getTime() + 12 * 3600_000
+  pinnedNow = noon
+  t.teardown(() => {
+    pinnedNow = null
+  })
+  const now = new Date(noon)
   const midnight = periodStart('daily', tz, now) as Date
   const monday = periodStart('weekly', tz, now) as Date
   // Independent check of the boundaries: local 00:00, and a Monday.
   const local = new Intl.DateTimeFormat('en-GB', { timeZone: tz, weekday: 'short', hour: '2-digit', minute: '2-digit', hourCycle: 'h23' })
   t.equal(local.format(midnight).replace(/^\w+ /, ''), '00:00')
   t.match(local.format(monday), /^Mon,? 00:00$/)
+  t.match(local.format(now), /^\w+,? 1[1-3]:00$/, 'the pinned now: local noon (11:00 or 13:00 on a DST change day)')
   const min = 60_000
+  t.ok(Math.max(midnight.getTime(), monday.getTime()) + 10 * min < noon && noon < wallNow - 24 * 3600_000, 'every event time is in the past')
   // Two bets before local midnight (yesterday), one after: today's progress is 1; yesterday's 2 never
   // reached 3. In UTC the three bets may fall into one day, depending on the hour: checked below.
   await send(tenant, [bet('p1', 1, {}, at(midnight.getTime() - 40 * min)), bet('p1', 1, {}, at(midnight.getTime() - 20 * min))])

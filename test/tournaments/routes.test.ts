@@ -64,3 +64,47 @@ t.test('tournament validation: name, status enum, max_participants ≥ 1, date-t
   await expect400(t, h, tenant.key, 'PATCH', item, { max_participants: 0 }, 'max_participants')
   await expect400(t, h, tenant.key, 'PATCH', item, { status: 'paused' }, 'status')
 })
+
+t.test('game_config and prize_pool are validated on PATCH too: 400 naming the field, the stored tournament unchanged', async (t) => {
+  const tenant = await h.createTenant()
+  const lp = (await h.request('POST', '/gamification/currencies', { key: tenant.key, body: { name: 'LP', symbol: 'LP', type: 'virtual' } })).body.data
+  const bonus = (await h.request('POST', '/bonuses', { key: tenant.key, body: { name: 'Prize', type: 'custom', value: 10, value_type: 'fixed' } })).body.data
+  const second = await tenant.createBrand('second')
+  const otherBrandBonus = (await h.request('POST', '/bonuses', { key: tenant.key, body: { name: 'Elsewhere', type: 'custom', value: 10, value_type: 'fixed', brand: second.slug } })).body.data
+  t.ok(lp?.id && bonus?.id && otherBrandBonus?.id)
+  const created = await h.request('POST', path, {
+    key: tenant.key,
+    body: {
+      name: 'Race', status: 'active', game_config: { metric: 'bet_amount', games: ['starburst'], currency: 'EUR', min_bet: 1 },
+      prize_pool: { prizes: [{ from_rank: 1, to_rank: 1, bonus_id: bonus.id, points: [{ currency_id: lp.id, amount: 100 }] }, { from_rank: 2, to_rank: 5, points: [{ currency_id: lp.id, amount: 10 }] }] },
+    },
+  })
+  t.equal(created.status, 201, created.text)
+  const item = `${path}/${created.body.data.id}`
+  const refused = async (body: Record<string, unknown>, field: string) => {
+    await expect400(t, h, tenant.key, 'PATCH', item, body, field)
+    t.same((await h.request('GET', item, { key: tenant.key })).body.data, created.body.data, `unchanged after the refused ${JSON.stringify(body)}`)
+  }
+  const missing = '00000000-0000-4000-8000-000000000000'
+  await refused({ game_config: { metric: 'rtp' } }, 'game_config.metric')
+  await refused({ game_config: { games: ['starburst'] } }, 'game_config.metric')
+  await refused({ game_config: { metric: 'bet_amount', games: 'starburst' } }, 'game_config.games')
+  await refused({ game_config: { metric: 'bet_amount', providers: [] } }, 'game_config.providers')
+  await refused({ game_config: { metric: 'bet_amount', categories: [7] } }, 'game_config.categories')
+  await refused({ game_config: { metric: 'bet_amount', currency: 'EURO' } }, 'game_config.currency')
+  await refused({ game_config: { metric: 'bet_amount', min_bet: -1 } }, 'game_config.min_bet')
+  await refused({ prize_pool: { prizes: 'all' } }, 'prize_pool.prizes')
+  await refused({ prize_pool: { prizes: [{ from_rank: 0, to_rank: 1 }] } }, 'prize_pool.prizes.0.from_rank')
+  await refused({ prize_pool: { prizes: [{ from_rank: 3, to_rank: 1 }] } }, 'prize_pool.prizes.0.to_rank')
+  await refused({ prize_pool: { prizes: [{ from_rank: 1, to_rank: 1, bonus_id: 'nope' }] } }, 'prize_pool.prizes.0.bonus_id')
+  await refused({ prize_pool: { prizes: [{ from_rank: 1, to_rank: 1, bonus_id: missing }] } }, 'prize_pool.prizes.0.bonus_id')
+  await refused({ prize_pool: { prizes: [{ from_rank: 1, to_rank: 1, bonus_id: otherBrandBonus.id }] } }, 'prize_pool.prizes.0.bonus_id')
+  await refused({ prize_pool: { prizes: [{ from_rank: 1, to_rank: 1, points: [{ currency_id: missing, amount: 5 }] }] } }, 'prize_pool.prizes.0.points.0.currency_id')
+  await refused({ prize_pool: { prizes: [{ from_rank: 1, to_rank: 1, points: [{ currency_id: lp.id, amount: 0 }] }] } }, 'prize_pool.prizes.0.points.0.amount')
+  await refused({ prize_pool: [] }, 'prize_pool')
+  // A refused field refuses the whole patch: the valid fields beside it are not written either.
+  await refused({ name: 'Renamed', status: 'cancelled', max_participants: 3, game_config: { metric: 'ggr', min_bet: 'x' } }, 'game_config.min_bet')
+  const ok = await h.request('PATCH', item, { key: tenant.key, body: { game_config: { metric: 'ggr' }, prize_pool: { prizes: [] } } })
+  t.equal(ok.status, 200, ok.text)
+  t.same([ok.body.data.game_config, ok.body.data.prize_pool], [{ metric: 'ggr' }, { prizes: [] }])
+})

@@ -25,6 +25,13 @@ t.test('outbound webhooks', async (t) => {
   }
   const deliveries = async (tenant: TestTenant, id: string, query: Record<string, string | number> = {}) =>
     (await h.request('GET', `/webhooks/${id}/deliveries`, { key: tenant.key, query })).body
+  const DAY_S = 24 * 3600
+  /** Seconds until a rotation's previous secret stops signing, by the database's clock. */
+  const overlapLeft = async (id: string) => {
+    const [row] = await h.app.ctx.sql<{ left: number | null }[]>`
+      select extract(epoch from previous_secret_until - now())::float8 as left from webhook_endpoints where id = ${id}`
+    return row?.left ?? Number.NaN
+  }
 
   t.test('create, get, list, PATCH, DELETE; secret once and sealed; scopes; tenant isolation', async (t) => {
     const tenant = await h.createTenant()
@@ -156,7 +163,7 @@ t.test('outbound webhooks', async (t) => {
       })
   })
 
-  t.test('rotation: the old secret keeps signing (second signature) during the overlap', async (t) => {
+  t.test('rotation: the old secret keeps signing (second signature) for 24 hours', async (t) => {
     const tenant = await h.createTenant()
     const p = path()
     const e = await endpoint(tenant, { url: rx.url(p), events: ['player.created'] })
@@ -164,20 +171,31 @@ t.test('outbound webhooks', async (t) => {
     const secret = rotated.body.data.secret as string
     t.match(secret, /^whsec_/)
     t.not(secret, e.secret)
+    // The overlap ends 24 hours after the rotation (contract-engines §2), not sooner or later.
+    const left = await overlapLeft(e.id)
+    t.ok(left > DAY_S - 120 && left <= DAY_S, `the old secret signs for 24 h after the rotation (${left} s left)`)
     await sleep(1100) // the dispatcher's endpoint cache
     await h.request('POST', `/webhooks/${e.id}/ping`, { key: tenant.key })
     const got = await waitFor('ping after rotation', () => rx.at(p)[0])
     const sigs = (got.headers['webhook-signature'] as string).split(' ')
     t.equal(sigs.length, 2, 'two v1 signatures')
-    t.ok(new Webhook(secret).verify(got.body, got.headers as Record<string, string>), 'new secret verifies')
-    t.ok(new Webhook(e.secret).verify(got.body, got.headers as Record<string, string>), 'old secret still verifies')
+    t.ok(sigs.every((s) => s.startsWith('v1,')))
+    // Each signature on its own, checked by the library: the first is the new secret's only, the second
+    // the old secret's only (the contract's order).
+    const only = (sig: string) => ({ ...(got.headers as Record<string, string>), 'webhook-signature': sig })
+    t.ok(new Webhook(secret).verify(got.body, only(sigs[0]!)), 'first signature: the new secret')
+    t.throws(() => new Webhook(e.secret).verify(got.body, only(sigs[0]!)), 'first signature: not the old secret')
+    t.ok(new Webhook(e.secret).verify(got.body, only(sigs[1]!)), 'second signature: the old secret')
+    t.throws(() => new Webhook(secret).verify(got.body, only(sigs[1]!)), 'second signature: not the new secret')
     t.ok(await verifyGithubStyle(secret, got.body, got.headers['x-respin-signature'] as string), 'X-Respin-Signature carries the new one')
-    // After the overlap only the new secret signs.
+    t.notOk(await verifyGithubStyle(e.secret, got.body, got.headers['x-respin-signature'] as string), 'X-Respin-Signature: not the old one')
+    // After the overlap (its end moved to the past: 24 hours are not waited for) only the new secret signs.
     await h.app.ctx.sql`update webhook_endpoints set previous_secret_until = now() - interval '1 second' where id = ${e.id}`
     await sleep(1100)
     await h.request('POST', `/webhooks/${e.id}/ping`, { key: tenant.key })
     const later = await waitFor('ping after overlap', () => rx.at(p)[1])
     t.equal((later.headers['webhook-signature'] as string).split(' ').length, 1)
+    t.ok(new Webhook(secret).verify(later.body, later.headers as Record<string, string>))
     t.throws(() => new Webhook(e.secret).verify(later.body, later.headers as Record<string, string>))
   })
 
@@ -320,6 +338,37 @@ t.test('outbound webhooks', async (t) => {
     t.equal(rx.at(pCampaigns).length, 0, 'not subscribed to player.created')
   })
 
+  t.test('tenant isolation of deliveries: another tenant\'s all-events endpoint gets none of this tenant\'s events', async (t) => {
+    const a = await h.createTenant()
+    const b = await h.createTenant()
+    const rxB = await startReceiver(t) // B's own receiver: anything on it was sent to B's endpoint
+    const pA = path()
+    const eA = await endpoint(a, { url: rx.url(pA), events: ['*'] })
+    const eB = await endpoint(b, { url: rxB.url('/b'), events: ['*'] })
+    // A's events from several causes: players (API and ingestion), a campaign, a ping of A's endpoint.
+    for (let i = 0; i < 3; i++) t.equal((await h.request('POST', '/players', { key: a.key, body: { external_id: `a-${i}` } })).status, 201)
+    t.equal((await h.request('POST', '/events', { key: a.key, body: { player_id: 'a-ing', event_type: 'registration', event_id: `iso-${Date.now()}` } })).status, 200)
+    t.equal((await h.request('POST', '/campaigns', { key: a.key, body: { name: 'a-campaign', type: 'one_shot', channels: ['email'] } })).status, 201)
+    t.equal((await h.request('POST', `/webhooks/${eA.id}/ping`, { key: a.key })).status, 202)
+    const aEvents = () => rx.at(pA).map((r) => `${r.json.event}:${r.json.data.external_id ?? r.json.data.name ?? ''}`).sort()
+    const expected = ['campaign.created:a-campaign', 'player.created:a-0', 'player.created:a-1', 'player.created:a-2', 'player.created:a-ing', 'webhook.ping:']
+    await waitFor('A\'s endpoint gets A\'s events', () => expected.every((x) => aEvents().includes(x)))
+    // Every outbox row of A fanned out (none left that could still reach B later).
+    await waitFor('A\'s outbox dispatched', async () => {
+      const [r] = await h.app.ctx.sql<{ n: number }[]>`select count(*)::int as n from outbox where tenant_id = ${a.id} and dispatched_at is null`
+      return r!.n === 0
+    })
+    // B's own event afterwards: B's endpoint works, and what reached it by then is B's alone.
+    t.equal((await h.request('POST', '/players', { key: b.key, body: { external_id: 'b-0' } })).status, 201)
+    await waitFor('B\'s own event', () => rxB.received.length >= 1)
+    await sleep(500)
+    t.same(rxB.received.map((r) => `${r.json.event}:${r.json.data.external_id}:${r.json.data.brand_id}`), [`player.created:b-0:${b.brand.id}`], 'B\'s receiver got B\'s event only')
+    t.ok(rx.at(pA).every((r) => r.json.data.brand_id === a.brand.id || r.json.data.brand_id === null), 'A\'s endpoint got nothing of B')
+    t.notOk(rx.at(pA).some((r) => r.json.data.external_id === 'b-0'))
+    const logB = (await deliveries(b, eB.id)).data as { event: string }[]
+    t.same(logB.map((d) => d.event), ['player.created'], 'B\'s delivery log holds only its own event')
+  })
+
   t.test('every catalog event fires from its real cause', async (t) => {
     const tenant = await h.createTenant()
     const p = path()
@@ -412,6 +461,8 @@ t.test('outbound webhooks', async (t) => {
     const previous = async () => (await sql<{ sealed: string | null }[]>`select previous_secret_sealed as sealed from webhook_endpoints where id = ${e.id}`)[0]!.sealed
     await q.prune(sql, 30, 100_000)
     t.ok(await previous(), 'kept within its 24 hours')
+    const overlap = await overlapLeft(e.id)
+    t.ok(overlap > DAY_S - 120 && overlap <= DAY_S, `its 24 hours run from the rotation (${overlap} s left)`)
     await sql`update webhook_endpoints set previous_secret_until = now() - interval '1 second' where id = ${e.id}`
     await q.prune(sql, 30, 100_000)
     t.equal(await previous(), null, 'forgotten after them')
