@@ -421,6 +421,8 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
       const row = partState.get(key)
       if (!row && !admitted.has(key)) continue
       const [player, tid] = key.split('|') as [string, string]
+      // GGR may be negative (a player who won more than they bet); counts and sums of amounts may not.
+      const floorAtZero = tDefs.get(tid)?.game.metric !== 'ggr'
       let score = micros((row?.score as string) ?? '0')
       let reached = (row?.reached_at as Date | undefined) ?? (hits[0] as Hit).e.eventTime
       let changed = !row
@@ -431,7 +433,7 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
           if (back === 0) continue
           d = -back
           // count/sum metrics never go below 0 through a rollback
-          if (score + d < 0 && back > 0) d = -score
+          if (floorAtZero && score + d < 0 && back > 0) d = -score
         } else remember(h, player, d, null)
         if (d === 0) continue
         score += d

@@ -123,25 +123,22 @@ t.test('a win_rollback takes back exactly what its win added: win_amount and ggr
   t.same((await state(await playerId(tenant, 'b'), winSum.id))?.value, '7')
 })
 
-// Product bugs these tests found (contract-engines §1 rollbacks): the failing assertion is `todo` until fixed.
-const GGR_BUG = 'product bug: src/gamification/engine.ts:434 clamps a rollback to 0 for every metric, so it raises a negative GGR to 0'
 t.test('a bet_rollback lowers a negative ggr score by the bet, as it lowers a positive one', async (t) => {
   const tenant = await h.createTenant()
   const ggr = await create(tenant, '/tournaments', { name: 'GGR', status: 'active', game_config: { metric: 'ggr' } })
   await send(tenant, [bet('a', 10, { round_id: 'r1' }), win('a', 30, { round_id: 'r1' })])
   t.same(ranks(await board(tenant.key, ggr.id)), [['a', -20]])
   await send(tenant, [{ player_id: 'a', event_type: 'bet_rollback', payload: { amount: 10, currency: 'EUR', round_id: 'r1' } }])
-  t.same(ranks(await board(tenant.key, ggr.id)), [['a', -30]], 'ggr = 0 − 30: the rolled back bet no longer counts', { todo: GGR_BUG })
+  t.same(ranks(await board(tenant.key, ggr.id)), [['a', -30]], 'ggr = 0 − 30: the rolled back bet no longer counts (GGR is not held at 0)')
 })
 
-const FILTER_BUG = 'product bug: src/gamification/rules.ts:182 (and tournamentInterest, :196) test the rollback itself against games/providers/categories/currency, so a rollback without game takes nothing back (missions do take it back)'
 t.test('a rollback of a round a filtered tournament scored takes it back, whatever the rollback carries', async (t) => {
   const tenant = await h.createTenant()
   const wins = await create(tenant, '/tournaments', { name: 'Starburst wins', status: 'active', game_config: { metric: 'win_amount', games: ['starburst'] } })
   await send(tenant, [win('a', 30, { round_id: 'r1' }), win('a', 5, { round_id: 'r2' })])
   t.same(ranks(await board(tenant.key, wins.id)), [['a', 35]])
   await send(tenant, [{ player_id: 'a', event_type: 'win_rollback', payload: { amount: 30, currency: 'EUR', round_id: 'r1' } }])
-  t.same(ranks(await board(tenant.key, wins.id)), [['a', 5]], 'r1 taken back', { todo: FILTER_BUG })
+  t.same(ranks(await board(tenant.key, wins.id)), [['a', 5]], 'r1 taken back by a rollback that names no game')
 })
 
 t.test('at ends_at: ended, final ranks, prizes granted once, tournament.ended; later events change nothing', async (t) => {
@@ -178,7 +175,6 @@ t.test('at ends_at: ended, final ranks, prizes granted once, tournament.ended; l
   t.same(ranks(final), [['a', 30], ['b', 20], ['c', 10], ['d', 5]], 'final ranks; nothing scores after the end')
 })
 
-const TIE_BUG = process.env.REDIS_URL ? 'product bug: the Redis board (src/tournaments/leaderboard.ts:33, ZREVRANGE) orders such ties by player_id descending, the final ranks (src/gamification/engine.ts:597) ascending' : false
 t.test('players tied on score and reach time keep their live ranks as final ranks at the end', async (t) => {
   const tenant = await h.createTenant()
   const tr = await create(tenant, '/tournaments', { name: 'Ties', status: 'active', game_config: { metric: 'bet_count' }, ends_at: at(Date.now() + 2500) })
@@ -193,9 +189,9 @@ t.test('players tied on score and reach time keep their live ranks as final rank
   }
   const final = await sql<{ final_rank: number; player_id: string }[]>`
     select final_rank, player_id from tournament_participants where tournament_id = ${tr.id} order by final_rank`
-  t.same(final.map((r) => [r.final_rank, r.player_id]), live, 'the final ranks are the ranks the live board showed', { todo: TIE_BUG })
+  t.same(final.map((r) => [r.final_rank, r.player_id]), live, 'the final ranks are the ranks the live board showed')
   const ended = (await board(tenant.key, tr.id)).data.map((r: { rank: number; player_id: string }) => [r.rank, r.player_id])
-  t.same(ended, live, 'and the board shows them after the end', { todo: TIE_BUG })
+  t.same(ended, live, 'and the board shows them after the end')
 })
 
 t.test('cancelled: stops scoring and grants nothing', async (t) => {
