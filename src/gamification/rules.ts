@@ -1,7 +1,7 @@
 // The shared rule language of contract-engines §1 (event filters, measures) and the rule shapes of
 // missions, badges and tournaments (§5): validated when written (400 naming the field), compiled once
 // into predicates the engine runs per event. The filter itself is src/lib/event-filter.ts, shared with campaigns.
-import type { StreamEvent } from '../engine/event-stream.ts'
+import type { InterestEntry, StreamEvent } from '../engine/event-stream.ts'
 import type { FieldError } from '../http/router.ts'
 import { checkEventFilter, matchesFilter, type EventCondition, type FieldError as FilterFieldError } from '../lib/event-filter.ts'
 import { isTimeZone } from '../lib/zoned-time.ts'
@@ -177,6 +177,9 @@ export function tournamentDelta(g: GameConfig, e: StreamEvent): string | null {
   if (!kind) return null
   if (g.metric === 'bet_amount' || g.metric === 'bet_count') { if (kind !== 'bet') return null }
   else if (g.metric === 'win_amount') { if (kind !== 'win') return null }
+  // A rollback takes back what its round was credited (the engine's round credits), whatever it carries:
+  // it may come without the game, provider or currency of the bet or win it cancels.
+  if (t === 'bet_rollback' || t === 'win_rollback') return '0'
   const f = e.fields
   const inList = (list: string[] | undefined, v: unknown) => !list || (typeof v === 'string' && list.includes(v))
   if (!inList(g.games, f.game) || !inList(g.providers, f.provider) || !inList(g.categories, f.category)) return null
@@ -190,16 +193,17 @@ export function tournamentDelta(g: GameConfig, e: StreamEvent): string | null {
 
 /**
  * What a tournament could score, for the event stream's pre-test: each type its metric reads, with its
- * game, provider, category and currency lists (and min_bet for bets) as filters. Every event that
- * tournamentDelta scores passes them (they may pass a few it then refuses, never the reverse).
+ * game, provider, category and currency lists (and min_bet for bets) as filters, rollbacks in full (as
+ * tournamentDelta takes them). Every event that tournamentDelta scores passes them (they may pass a few
+ * it then refuses, never the reverse).
  */
-export function tournamentInterest(g: GameConfig): { type: string; filters: EventCondition[] }[] {
+export function tournamentInterest(g: GameConfig): InterestEntry[] {
   const common: EventCondition[] = []
   if (g.games?.length) common.push({ field: 'game', op: 'in', value: g.games })
   if (g.providers?.length) common.push({ field: 'provider', op: 'in', value: g.providers })
   if (g.categories?.length) common.push({ field: 'category', op: 'in', value: g.categories })
   if (g.currency) common.push({ field: 'currency', op: 'eq', value: g.currency })
-  return tournamentTypes(g).map((type) => ({
+  return tournamentTypes(g).map((type) => type.endsWith('_rollback') ? type : ({
     type,
     // A bet without an amount (or a negative one) scores 0 against min_bet: only a positive min_bet refuses it.
     filters: type === 'bet' && g.min_bet !== undefined && g.min_bet > 0 ? [...common, { field: 'amount', op: 'gte', value: g.min_bet }] : common,

@@ -38,8 +38,8 @@ t.test('every scored event passes the interest; events of other types are not as
   for (const g of configs) {
     const interest = tournamentInterest(g)
     for (const e of events) {
-      const entry = interest.find((i) => i.type === e.type)
-      const passes = !!entry && entry.filters.every((c) => conditionHolds(e, c))
+      const entry = interest.find((i) => (typeof i === 'string' ? i : i.type) === e.type)
+      const passes = !!entry && (typeof entry === 'string' || entry.filters.every((c) => conditionHolds(e, c)))
       const delta = tournamentDelta(g, e)
       if (delta !== null) {
         scored++
