@@ -333,8 +333,8 @@ async function scenario(mode: 'servers' | 'embedded') {
     let boardRank: { p50: number; p99: number } | undefined
     if (mode === 'servers' && process.env.REDIS_URL) {
       const redis = new Redis(process.env.REDIS_URL)
-      const z = `rsp:lb:{${lbTournament}}`
-      const member = ((await redis.hget(`rsp:lbp:{${lbTournament}}`, someone)) as string).split('|').slice(1).join('|')
+      const z = `rsp:lb2:{${lbTournament}}`
+      const member = ((await redis.hget(`rsp:lbp2:{${lbTournament}}`, someone)) as string).split('|').slice(1).join('|')
       const board = redisLeaderboards(redis)
       for (let round = 0; round < 2; round++) {
         // Alternating, twice: the first round warms both sides up, the second is reported.

@@ -4,8 +4,10 @@
 // rebuilt from it at start and by a periodic repair, so a crash between a commit and its cache update, a
 // Redis restart or a process restart never leaves a wrong board for long.
 //
-// Order: score descending, then who reached the score first. A sorted set orders equal scores by member,
-// so the member starts with the inverted reach time: `${(MAX - reached_ms) padded}|${player_id}|${external_id}`.
+// Order: score descending, then who reached the score first, then player id ascending (as the final ranks,
+// src/gamification/engine.ts, endTournament). A sorted set orders equal scores by member, read in reverse
+// here, so the member starts with the inverted reach time and the player id with each hex digit inverted:
+// `${(MAX - reached_ms) padded}|${inverted player_id}|${player_id}|${external_id}`.
 // Each player's entry carries the row's version; an update older than what the set holds is dropped, so
 // two processes' updates of one player can arrive in any order.
 import type { Redis } from '../db/redis.ts'
@@ -31,9 +33,11 @@ export interface Leaderboards {
 }
 
 const MAX_MS = 9_999_999_999_999
-const memberOf = (e: BoardEntry) => `${String(MAX_MS - e.reachedMs).padStart(13, '0')}|${e.playerId}|${e.externalId}`
+/** A UUID whose text sorts in the reverse order: each hex digit d becomes f − d. */
+const invertHex = (id: string) => id.replace(/[0-9a-f]/g, (d) => (15 - parseInt(d, 16)).toString(16))
+const memberOf = (e: BoardEntry) => `${String(MAX_MS - e.reachedMs).padStart(13, '0')}|${invertHex(e.playerId)}|${e.playerId}|${e.externalId}`
 const parseMember = (m: string) => {
-  const [, playerId, ...ext] = m.split('|')
+  const [, , playerId, ...ext] = m.split('|')
   return { playerId: playerId as string, externalId: ext.join('|') }
 }
 
@@ -67,8 +71,10 @@ if not r then return nil end
 return { r, redis.call('ZSCORE', KEYS[1], member) }`
 
 export function redisLeaderboards(redis: Redis): Leaderboards {
-  const z = (id: string) => `rsp:lb:{${id}}`
-  const h = (id: string) => `rsp:lbp:{${id}}`
+  // lb2: members of the earlier format (no inverted id) are in rsp:lb:*; a start rebuilds every active
+  // board from PostgreSQL under the new keys.
+  const z = (id: string) => `rsp:lb2:{${id}}`
+  const h = (id: string) => `rsp:lbp2:{${id}}`
   const r = redis as Redis & {
     lbUpdate(k1: string, k2: string, ...args: string[]): Promise<number>
     lbRank(k1: string, k2: string, player: string): Promise<[number, string] | null>
