@@ -92,9 +92,14 @@ export async function onStatusChange(tx: Sql, c: EngineCampaign, from: CampaignS
     if (c.type === 'one_shot' || (c.type === 'journey' && c.target_segment_id)) await startRun(tx, c, 'start', now)
   }
   if (c.status === 'cancelled') await dropPending(tx, c.id)
-  // Messages the dispatcher kept waiting while the campaign was paused go out now, checked again.
+  // Messages the dispatcher kept waiting while the campaign was paused go out now, checked again: those
+  // never attempted, and those it found waiting on the pause (their retry was due then). A message still
+  // waiting out its retry delay keeps it.
   if (c.status === 'running' && from === 'paused') {
-    await tx`update notifications set due_at = now(), updated_at = now() where campaign_id = ${c.id} and status = 'queued' and due_at > now() and lease_owner is null and scheduled_at <= now() and attempts = 0`
+    await tx`
+      update notifications set due_at = now(), paused_wait = false, updated_at = now()
+      where campaign_id = ${c.id} and status = 'queued' and due_at > now() and lease_owner is null and scheduled_at <= now()
+        and (attempts = 0 or paused_wait)`
   }
   await storeEngineTimes(tx, c, now)
 }

@@ -302,6 +302,7 @@ export async function settleChecks(sql: Sql, rows: CheckSettlement[]): Promise<{
       reason = coalesce(x.reason, n.reason),
       scheduled_at = coalesce(x.hold_until, n.scheduled_at),
       due_at = case when x.wait_sec is not null then now() + x.wait_sec * interval '1 second' else coalesce(x.hold_until, n.due_at) end,
+      paused_wait = x.wait_sec is not null,
       lease_owner = null, updated_at = now()
     from unnest(${rows.map((r) => r.id)}::uuid[], ${rows.map((r) => r.owner)}::text[], ${rows.map((r) => r.suppressReason ?? null)}::text[],
                 ${rows.map((r) => r.waitSec ?? null)}::int[], ${rows.map((r) => r.holdUntil?.toISOString() ?? null)}::timestamptz[])
