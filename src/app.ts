@@ -37,19 +37,28 @@ export interface BackgroundService {
 }
 type StartService = (ctx: AppContext) => Promise<BackgroundService> | BackgroundService
 
-/** Features register their background services here. */
+/**
+ * An engine's view of the context: the same object (what an engine sets on it, such as ctx.delivery, is
+ * set on the one the routes read), but `sql` is the engines' pool (src/db/postgres.ts, engineSql).
+ */
+const onEnginePool =
+  (start: StartService): StartService =>
+  (ctx) =>
+    start(new Proxy(ctx, { get: (target, key) => (key === 'sql' ? target.pg.engineSql : Reflect.get(target, key)) }))
+
+/** Features register their background services here. Ingestion answers requests: the API's pool. */
 const backgroundServices: StartService[] = [
   // Before ingestion: the pipeline writes the stream's rows, engines register their consumers on it.
-  startEventStream,
+  onEnginePool(startEventStream),
   startIngestService,
-  (ctx) => startSegmentRecompute(ctx, { intervalMs: ctx.config.segmentRecomputeIntervalMs }),
-  startErasureWorker,
-  startEventRetention,
-  startWebhookService,
-  startDelivery,
-  startGamificationEngine,
+  onEnginePool((ctx) => startSegmentRecompute(ctx, { intervalMs: ctx.config.segmentRecomputeIntervalMs })),
+  onEnginePool(startErasureWorker),
+  onEnginePool(startEventRetention),
+  onEnginePool(startWebhookService),
+  onEnginePool(startDelivery),
+  onEnginePool(startGamificationEngine),
   // After the event stream: it registers the campaigns' consumer there.
-  (ctx) => (ctx.campaigns = startCampaignEngine(ctx, { pollMs: ctx.config.campaignEnginePollMs })),
+  onEnginePool((ctx) => (ctx.campaigns = startCampaignEngine(ctx, { pollMs: ctx.config.campaignEnginePollMs }))),
 ]
 
 export async function startApp(

@@ -9,7 +9,15 @@ import type { Logger } from '../lib/log.ts'
 export type Sql = postgres.Sql
 
 export interface Postgres {
+  /** The API's and ingestion's connections. */
   sql: Sql
+  /**
+   * The background engines' connections (app.ts gives them to every engine as `ctx.sql`): a pool of their
+   * own on a server, so engine transactions (up to ~49 at once: stream loops, journeys, run chunks,
+   * delivery batches) never take the connections API requests and ingestion wait for. PGlite has one
+   * connection, the same as `sql`.
+   */
+  engineSql: Sql
   kind: 'postgres' | 'pglite'
   /** Answers within timeoutMs or throws. */
   ping(timeoutMs: number): Promise<void>
@@ -25,22 +33,38 @@ const driverOptions = {
 
 /** PostgreSQL ends a session whose transaction has been idle this long (server connections). */
 export const IDLE_IN_TRANSACTION_MS = 60_000
+/**
+ * Connections per process on a server: the API and ingestion (short statements; ingestion's groups hold
+ * at most 2), and the engines. With the bus's 2 and the delivery and inbox listeners, 28 a process:
+ * three API processes stay within PostgreSQL's default max_connections of 100.
+ */
+export const API_POOL = 10
+export const ENGINE_POOL = 14
 
 export async function openPostgres(
   opts: { databaseUrl: string | undefined; dataDir: string; max?: number },
   log: Logger,
 ): Promise<Postgres> {
   if (opts.databaseUrl) {
-    // 20: the engines' transactions (event-stream loops, delivery batches, campaign chunk lanes: up to
-    // ~15 at once under load) must leave connections for the API and ingestion. Four API processes
-    // stay within PostgreSQL's default max_connections of 100.
     // A transaction left open by a bug (an await that never settles between two statements) would hold its
     // locks and its connection forever: PostgreSQL ends the session after 60 s idle in it. Nothing here
     // waits that long inside a transaction; the slow outside calls (SMTP, webhooks, ClickHouse mutations)
     // run between transactions, under leases.
     const connection = { ...driverOptions.connection, idle_in_transaction_session_timeout: IDLE_IN_TRANSACTION_MS }
-    const sql = postgres(opts.databaseUrl, { ...driverOptions, connection, max: opts.max ?? 20, connect_timeout: 5 })
-    return { sql, kind: 'postgres', ping: (ms) => pingSql(sql, ms), close: () => sql.end({ timeout: 5 }) }
+    const sql = postgres(opts.databaseUrl, { ...driverOptions, connection, max: opts.max ?? API_POOL, connect_timeout: 5 })
+    // The engines' pool opens connections only as they are wanted (postgres.js connects lazily).
+    const engineSql = opts.max
+      ? sql
+      : postgres(opts.databaseUrl, { ...driverOptions, connection: { ...connection, application_name: 'respin-engines' }, max: ENGINE_POOL, connect_timeout: 5 })
+    return {
+      sql,
+      engineSql,
+      kind: 'postgres',
+      ping: (ms) => pingSql(sql, ms),
+      close: async () => {
+        await Promise.all([sql.end({ timeout: 5 }), engineSql === sql ? undefined : engineSql.end({ timeout: 5 })])
+      },
+    }
   }
   return openEmbedded(opts.dataDir, log)
 }
@@ -68,6 +92,7 @@ async function openEmbedded(dataDir: string, log: Logger): Promise<Postgres> {
   const sql = postgres({ ...driverOptions, host: socketDir, port: 5432, user: 'postgres', database: 'postgres', max: 1 })
   return {
     sql,
+    engineSql: sql,
     kind: 'pglite',
     ping: (ms) => pingSql(sql, ms),
     async close() {
