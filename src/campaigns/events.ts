@@ -12,6 +12,8 @@ import { memberCondition } from '../segments/queries.ts'
 import { controlPercentOf, isControl } from './control-group.ts'
 import { firstStepId, templateFor, type EngineCampaign } from './execution.ts'
 import type { Sql } from './queries.ts'
+import { exitMarketingJourneys } from './journey-exit.ts'
+import { endAtOf } from './schedule.ts'
 import { enqueueRunSends, type SendDeps } from './sends.ts'
 
 type Tx = TransactionSql | ReservedSql
@@ -33,7 +35,6 @@ interface StepDef {
   on_event?: string | null
 }
 
-const isMarketing = (c: Pick<EngineCampaign, 'config'>) => c.config.class !== 'transactional'
 
 /** Campaigns of these brands whose rules could react to an event now. */
 async function reactiveCampaigns(sql: Sql, brandIds: string[]): Promise<EngineCampaign[]> {
@@ -294,15 +295,6 @@ async function resumeWaiting(tx: Sql, matches: RuleMatch[], now: Date): Promise<
     where p.id = x.id`
 }
 
-/** Players whose status stopped being active leave the marketing journeys they are in, at once. */
-async function exitJourneys(tx: Sql, leaving: RuleMatch[], now: Date): Promise<void> {
-  if (!leaving.length) return
-  await tx`
-    update campaign_participants p set status = 'exited', wake_at = null, updated_at = ${now}
-    from unnest(${leaving.map((m) => m.c.id)}::uuid[], ${leaving.map((m) => m.playerId)}::uuid[]) as x(campaign_id, player_id)
-    where p.campaign_id = x.campaign_id and p.player_id = x.player_id and p.status in ('active', 'waiting')`
-}
-
 /**
  * Conversions of a whole batch: each matching event counts when it falls within the window after a
  * delivered message (treated arm) or the hold-out (control arm); a player converts once per campaign,
@@ -371,20 +363,23 @@ export function campaignConsumer(ctx: Pick<AppContext, 'clock' | 'log' | 'delive
       const converting: RuleMatch[] = []
       const entering: RuleMatch[] = []
       const waitingFor: RuleMatch[] = []
-      const leaving: RuleMatch[] = []
+      const leaving = new Set<string>()
       for (const e of events) {
         const playerId = playerOf(e)
         if (!playerId) continue
+        if (e.type === 'status_change' && e.fields.status !== 'active') leaving.add(playerId)
         for (const c of campaigns) {
           if (c.brand_id !== e.brandId) continue
           const trigger = c.config.trigger as Filter | undefined
-          const running = c.status === 'running'
+          // Stored while the campaign ran: after its start, and before its end_at even when the engine's
+          // visit has not completed it yet.
+          const endAt = endAtOf(c.schedule)
+          const running = c.status === 'running' && (!endAt || e.receivedAt.getTime() < endAt.getTime())
           const afterStart = !!c.started_at && e.receivedAt.getTime() >= c.started_at.getTime()
           if (c.type === 'triggered' && running && afterStart && trigger && matchesFilter(e, trigger)) triggered.push({ c, e, playerId })
           if (c.type === 'journey' && (c.status === 'running' || c.status === 'paused')) {
             if (running && afterStart && trigger && matchesFilter(e, trigger)) entering.push({ c, e, playerId })
             waitingFor.push({ c, e, playerId })
-            if (e.type === 'status_change' && e.fields.status !== 'active' && isMarketing(c)) leaving.push({ c, e, playerId })
           }
           const conv = c.config.conversion as { event_type?: string } | undefined
           if (conv && conv.event_type === e.type) converting.push({ c, e, playerId })
@@ -396,7 +391,7 @@ export function campaignConsumer(ctx: Pick<AppContext, 'clock' | 'log' | 'delive
       await enrolAll(sql, ctx, triggered, now)
       await enterJourneys(sql, entering, now)
       await resumeWaiting(sql, waitingFor.filter((m) => waitsFor(m.c, m.e.type)), now)
-      await exitJourneys(sql, leaving, now)
+      await exitMarketingJourneys(sql, [...leaving], now)
       await convertAll(sql, converting)
     },
   }

@@ -7,6 +7,7 @@ import { notFound } from '../errors.ts'
 import { iso, num as numOrNull } from '../lib/rows.ts'
 import { pagination } from '../lib/schemas.ts'
 import type { Visibility } from '../lib/visibility.ts'
+import { exitMarketingJourneys } from '../campaigns/journey-exit.ts'
 import { insertOutbox } from '../lib/outbox.ts'
 import { lockSendGate, lockSendGateByKey } from '../lib/send-gate.ts'
 import * as q from './queries.ts'
@@ -165,6 +166,8 @@ async function applyChanges(tx: Db, prev: q.PlayerRow, changes: PlayerChanges): 
   const { id, ...fields } = player
   await insertOutbox(tx, { tenantId: next.tenant_id, brandId: next.brand_id, event: 'player.updated', data: { player_id: id, ...fields, changed } })
   if (next.status !== prev.status) {
+    // Responsible gaming: out of every marketing journey at once, as a status_change event would do.
+    if (next.status !== 'active') await exitMarketingJourneys(tx, [next.id], new Date())
     await insertOutbox(tx, {
       tenantId: next.tenant_id,
       brandId: next.brand_id,
