@@ -242,12 +242,16 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
       const templateKey = `${row.template_id}:${r.language ?? ''}`
       let loading = templates.get(templateKey)
       if (!loading) {
+        // The template named, unless it is not in the player's language and an active template of the same
+        // name and channel is: then the newest such variant. Names are not unique, so a template already in
+        // the player's language is never swapped for another of its name.
         loading = tx<{ subject: string | null; body: string }[]>`
           select coalesce(v.subject, t.subject) as subject, coalesce(v.body, t.body) as body
           from notification_templates t
           left join lateral (
             select subject, body from notification_templates v
-            where v.brand_id = t.brand_id and v.name = t.name and v.channel = t.channel and v.active and v.locale = ${r.language ?? ''}
+            where t.locale <> ${r.language ?? ''} and v.brand_id = t.brand_id and v.name = t.name and v.channel = t.channel and v.active
+              and v.locale = ${r.language ?? ''}
             order by v.updated_at desc limit 1) v on true
           where t.id = ${row.template_id}`.then((rows) => rows[0])
         templates.set(templateKey, loading)
