@@ -31,7 +31,7 @@ const bot = createServer((req: IncomingMessage, res) => {
       limited.add(body.chat_id)
       return reply(429, { ok: false, error_code: 429, description: 'Too Many Requests: retry after 2', parameters: { retry_after: 2 } })
     }
-    reply(200, { ok: true, result: { message_id: botCalls.length } })
+    return reply(200, { ok: true, result: { message_id: botCalls.length } })
   })
 })
 await new Promise<void>((resolve) => bot.listen(0, '127.0.0.1', resolve))
