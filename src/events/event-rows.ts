@@ -111,15 +111,14 @@ export class RowBinaryWriter {
     this.at += 8
   }
 
-  /** Decimal(38, 8) from an exact integer count of micro-units: Int128 of micros × 100, little-endian. */
-  decimal38x8FromMicros(micros: number): void {
+  /** Decimal(38, 8) from its units of 1e-8 (|units| < 2^63: amounts are at most 1e9): Int128, little-endian. */
+  decimal38x8(units: bigint): void {
     this.room(16)
-    if (micros === 0) {
+    if (units === 0n) {
       this.buf.fill(0, this.at, this.at + 16)
     } else {
-      const v = BigInt(micros) * 100n
-      this.buf.writeBigInt64LE(v, this.at)
-      this.buf.fill(v < 0n ? 0xff : 0, this.at + 8, this.at + 16)
+      this.buf.writeBigInt64LE(units, this.at)
+      this.buf.fill(units < 0n ? 0xff : 0, this.at + 8, this.at + 16)
     }
     this.at += 16
   }

@@ -144,6 +144,34 @@ export function toMicros(v: unknown): number {
   return Number.isFinite(n) && Math.abs(n) <= MAX_AMOUNT ? Math.round(n * 1e6) : Number.NaN
 }
 
+const DECIMAL_RE = /^([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d{1,4}))?$/
+
+/**
+ * The amount in units of 1e-8, ClickHouse's Decimal(38, 8), exactly as written: a string's own digits, a
+ * number's shortest decimal form (String(n): the JSON text, up to a double's ~16 significant digits), half
+ * away from zero beyond 8 decimals. For an amount toMicros takes (the caller checks). Micro-units serve the
+ * profiles and the rules; ClickHouse keeps what a crypto operator's satoshis need (docs/analytics.md).
+ */
+export function toUnits8(v: unknown): bigint {
+  const text = typeof v === 'string' ? v.trim() : String(v)
+  // A form the pattern does not read (Number also takes hex, '1_0' is refused above) or a very long one
+  // (only a double's digits count then): the number's own shortest form.
+  const m = DECIMAL_RE.exec(text.length <= 40 ? text : '') ?? DECIMAL_RE.exec(String(Number(v)))
+  if (!m) return 0n
+  const [, sign, int = '', frac = '', exp = '0'] = m
+  const digits = `${int}${frac}`.replace(/^0+/, '') || '0'
+  // value = digits × 10^(exp − frac.length); in units of 1e-8: × 10^(8 + exp − frac.length)
+  const scale = 8 + Number(exp) - frac.length
+  let units: bigint
+  if (scale >= 0) units = BigInt(digits) * 10n ** BigInt(scale)
+  else if (-scale > digits.length) units = 0n
+  else {
+    const keep = digits.slice(0, digits.length + scale)
+    units = BigInt(keep || '0') + (digits.charCodeAt(digits.length + scale) >= 53 /* '5' */ ? 1n : 0n)
+  }
+  return sign === '-' ? -units : units
+}
+
 /** Exact decimal string of an integer count of micro-units. */
 export function microsToDecimal(m: number): string {
   const neg = m < 0
@@ -207,7 +235,7 @@ export function transformGroup(task: TransformTask): TransformResult {
       rows.dateTime64ms(receivedAt)
       rows.uint64(seq++)
       rows.string((event.session_id as string | undefined) ?? '')
-      rows.decimal38x8FromMicros(Number.isNaN(amountMicros) ? 0 : amountMicros)
+      rows.decimal38x8(Number.isNaN(amountMicros) ? 0n : toUnits8(f.amount))
       rows.string(currency)
       rows.string(str(f.method) ?? '')
       rows.string(str(f.game) ?? '')
