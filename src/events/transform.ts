@@ -153,6 +153,12 @@ const DECIMAL_RE = /^([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d{1,4}))?$/
  * profiles and the rules; ClickHouse keeps what a crypto operator's satoshis need (docs/analytics.md).
  */
 export function toUnits8(v: unknown): bigint {
+  if (typeof v === 'number' && Math.abs(v) < 1e7) {
+    // The common case, without text: below 1e7 two decimals of at most 8 places never share a double, so
+    // when r × 1e-8 reads back as v it is v's own decimal form.
+    const r = Math.round(v * 1e8)
+    if (r / 1e8 === v) return BigInt(r)
+  }
   const text = typeof v === 'string' ? v.trim() : String(v)
   // A form the pattern does not read (Number also takes hex, '1_0' is refused above) or a very long one
   // (only a double's digits count then): the number's own shortest form.
