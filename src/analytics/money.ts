@@ -56,11 +56,25 @@ export class MoneyMap {
     const d = BigInt(n)
     for (const [c, v] of [...this.by].sort(([a], [b]) => (a < b ? -1 : 1))) {
       if (v === 0n) continue
-      const q = (2n * (v < 0n ? -v : v) + d) / (2n * d)
-      out[c] = toNumber(v < 0n ? -q : q)
+      out[c] = toNumber(divideRounded(v, d))
     }
     return out
   }
+}
+
+/** a / b rounded half away from zero (b ≠ 0). */
+export function divideRounded(a: bigint, b: bigint): bigint {
+  const neg = a < 0n !== b < 0n
+  const x = a < 0n ? -a : a
+  const y = b < 0n ? -b : b
+  const q = (2n * x + y) / (2n * y)
+  return neg ? -q : q
+}
+
+/** (gain − cost) / cost, exactly, rounded half away from zero at 1e-6; null when cost is 0. */
+export function roiOf(gain: bigint, cost: bigint): number | null {
+  if (cost === 0n) return null
+  return Number(divideRounded((gain - cost) * 1_000_000n, cost)) / 1e6
 }
 
 export const moneyOf = (map: Record<string, string | number> | undefined) => new MoneyMap().addMap(map)

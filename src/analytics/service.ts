@@ -6,7 +6,8 @@ import type { Params } from '../db/clickhouse.ts'
 import { retentionDropped } from '../events/retention.ts'
 import { lifecycleStageSql } from '../segments/fields.ts'
 import { LIFECYCLE_STAGES } from '../players/scoring.ts'
-import { ggrOf, MoneyMap, moneyOf, type Money } from './money.ts'
+import { ERASURE_TOKEN_PREFIX } from '../players/data-rights.ts'
+import { ggrOf, MoneyMap, moneyOf, roiOf, type Money } from './money.ts'
 import { at, bucketRows, chQuery, distinctPlayers, GAME_TYPES_SQL, GGR_PART, NO_TIME, PLAYER_TIMES, playerBucketRows, playerDimension, playerMoneyRows, playersPerKey, SCOPE, type Scope } from './queries.ts'
 import { datesBetween, localDate } from './time.ts'
 
@@ -259,7 +260,7 @@ async function bonusRoi(deps: Deps, scope: Scope, from: number | undefined) {
         const k = cost.by.get(c) ?? 0n
         const g = ggr.by.get(c) ?? 0n
         if (k === 0n && g === 0n) continue
-        roi[c] = k === 0n ? null : Math.round((Number(g - k) / Number(k)) * 1e6) / 1e6
+        roi[c] = roiOf(g, k)
       }
       return { bonus_id: b.bonus_id || null, granted: b.granted, cost: cost.toJSON(), ggr_after: ggr.toJSON(), roi }
     })
@@ -408,10 +409,15 @@ export async function runReport(deps: Deps, scope: Scope, input: { metric: Repor
   } else {
     statuses = await deps.sql<{ external_id: string; status: string }[]>`
       select external_id, status from players
-      where tenant_id = ${scope.tenantId} and brand_id = ${scope.brandId} and status <> 'active'`
+      where tenant_id = ${scope.tenantId} and brand_id = ${scope.brandId} and status <> 'active'
+      union all
+      select external_id, 'erased' from player_erasures
+      where tenant_id = ${scope.tenantId} and brand_id = ${scope.brandId} and state <> 'done' and external_id is not null`
     params.ids = statuses.map((s) => s.external_id)
     params.sts = statuses.map((s) => s.status)
-    keyExpr = "transform(b.player_id, {ids:Array(String)}, {sts:Array(String)}, 'active')"
+    // An erased player's events count under `erased`: its status went with it (docs/analytics.md). Before
+    // the job is done they still carry the external id; after, the erasure's token (data-rights.ts).
+    keyExpr = `if(match(b.player_id, '^${ERASURE_TOKEN_PREFIX}[0-9a-f]{32}$'), 'erased', transform(b.player_id, {ids:Array(String)}, {sts:Array(String)}, 'active'))`
   }
   const rows = await chQuery<{ key: string; value: string | Record<string, string> }>(deps.ch, `
     SELECT ${keyExpr} AS key, ${value} AS value FROM (${source}) AS b ${join} GROUP BY key`, scope, params)

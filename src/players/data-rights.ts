@@ -146,6 +146,9 @@ async function findJob(sql: Sql, v: Visibility & { playerId: string }): Promise<
 /** Wakes this process's erasure worker (set while it runs). */
 const wakers = new WeakMap<AppContext, () => void>()
 
+/** An erased player's events in ClickHouse carry this prefix and 32 hex digits as their player id. */
+export const ERASURE_TOKEN_PREFIX = 'erased-'
+
 /**
  * Erases the player's personal data from PostgreSQL now and queues the ClickHouse part. Repeating it for
  * an erased player answers the same job.
@@ -161,7 +164,7 @@ export async function erasePlayer(ctx: AppContext, input: { principal: Principal
     await tx`delete from players where id = ${player.id}`
     const [row] = await tx<JobRow[]>`
       insert into player_erasures (tenant_id, brand_id, player_id, external_id, token, cutoff, sink)
-      values (${player.tenant_id}, ${player.brand_id}, ${player.id}, ${player.external_id}, ${`erased-${randomBytes(16).toString('hex')}`}, ${new Date()}, ${ctx.ch.sinkId})
+      values (${player.tenant_id}, ${player.brand_id}, ${player.id}, ${player.external_id}, ${`${ERASURE_TOKEN_PREFIX}${randomBytes(16).toString('hex')}`}, ${new Date()}, ${ctx.ch.sinkId})
       returning *`
     // No before/after: they would put back in the trail what was just erased.
     await recordAudit(tx, { ...actorOf(input), action: 'erasePlayer', target: { type: 'player', id: player.id }, requestId: input.requestId })
