@@ -248,31 +248,44 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
         : [],
     ])
     const credits = new Map(creditRows.map((c) => [`${c.player_id}|${c.round_id}|${c.kind}|${c.target_id}`, c]))
-    const newCredits: { target: string; player: string; round: string; kind: string; amount: number; period: Date | null }[] = []
-    const usedCredits: { target: string; player: string; round: string; kind: string }[] = []
-    /** A counted bet/win with a round remembers what it added; its rollback takes back up to that. */
+    type Credit = { target: string; player: string; round: string; kind: string; amount: number; period: Date | null }
+    // This batch's credits, one per (player, round, kind, target): two bets of one round in a batch add up
+    // (one row each in the INSERT ... ON CONFLICT would fail the whole batch).
+    const newCredits = new Map<string, Credit>()
+    // Stored credits a rollback of this batch took from: what is left of each (deleted at 0).
+    const usedCredits = new Map<string, Credit>()
+    const creditKey = (player: string, h: Hit) => `${player}|${h.roundId}|${h.kind}|${h.targetId}`
+    /** A counted bet/win with a round remembers what it added; its rollbacks take back up to that. */
     const remember = (h: Hit, player: string, added: number, period: Date | null) => {
-      if (h.roundId && h.kind && added !== 0) newCredits.push({ target: h.targetId, player, round: h.roundId, kind: h.kind, amount: added, period })
+      if (!h.roundId || !h.kind || added === 0) return
+      const key = creditKey(player, h)
+      const n = newCredits.get(key)
+      if (n) n.amount += added
+      else newCredits.set(key, { target: h.targetId, player, round: h.roundId, kind: h.kind, amount: added, period })
     }
-    const takeBack = (h: Hit, player: string, period: Date | null): number => {
-      const key = `${player}|${h.roundId}|${h.kind}|${h.targetId}`
-      const c = credits.get(key)
-      const fresh = newCredits.findIndex((n) => n.target === h.targetId && n.player === player && n.round === h.roundId && n.kind === h.kind)
-      let amount = 0
-      let creditPeriod: Date | null = null
-      if (fresh >= 0) {
-        const n = newCredits[fresh] as (typeof newCredits)[number]
-        amount = n.amount
-        creditPeriod = n.period
-        newCredits.splice(fresh, 1)
-      } else if (c) {
-        amount = micros(c.amount)
-        creditPeriod = c.period_start
+    /**
+     * What a rollback takes back: what its round was credited, at most `max` (§1: a count −1, a sum its own
+     * amount); the rest stays for the round's other rollbacks. 0 for a credit of another period (spent).
+     */
+    const takeBack = (h: Hit, player: string, period: Date | null, max = Number.POSITIVE_INFINITY): number => {
+      const key = creditKey(player, h)
+      // This batch's own credit first, then what is left of the stored one.
+      let credit = newCredits.get(key)
+      if (!credit || credit.amount === 0) credit = usedCredits.get(key)
+      if (!credit) {
+        const c = credits.get(key)
+        if (!c) return 0
         credits.delete(key)
-        usedCredits.push({ target: h.targetId, player, round: h.roundId as string, kind: h.kind as string })
-      } else return 0
-      if ((creditPeriod?.getTime() ?? null) !== (period?.getTime() ?? null)) return 0
-      return amount
+        credit = { target: h.targetId, player, round: h.roundId as string, kind: h.kind as string, amount: micros(c.amount), period: c.period_start }
+        usedCredits.set(key, credit)
+      }
+      if ((credit.period?.getTime() ?? null) !== (period?.getTime() ?? null)) {
+        credit.amount = 0
+        return 0
+      }
+      const back = credit.amount > 0 ? Math.min(credit.amount, max) : credit.amount
+      credit.amount -= back
+      return back
     }
 
     const completions: { player: PlayerKey; mission: MissionDef; stage: number; rewards: Rewards | undefined }[] = []
@@ -283,6 +296,7 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
     for (const d of defs.values()) for (const m of d.missions) missionDefs.set(m.id, m)
     const stateRows = new Map(missionRows.map((r) => [`${r.player_id}|${r.mission_id}`, r]))
     const missionWrites: { player: string; mission: string; tenant: string; value: string; stage: number; completions: number; period: Date | null; done: boolean; last: Date | null }[] = []
+    const batchNow = ctx.clock()
     const collabDeltas = new Map<string, number>()
     for (const [key, hits] of missionHits) {
       const [player, missionId] = key.split('|') as [string, string]
@@ -296,14 +310,17 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
       const pk = players.get(player) as PlayerKey
       let changed = false
       for (const h of hits) {
-        const ps = periodStart(m.type, m.tz, h.e.eventTime)
+        // An event stamped ahead of our clock (ingestion takes up to a day ahead: another system's clock)
+        // counts in the current period. In its own, it would move the player's state to a period that has
+        // not begun, and every event of the current one would then be dropped as a past period's.
+        const ps = periodStart(m.type, m.tz, h.e.eventTime.getTime() > batchNow.getTime() ? batchNow : h.e.eventTime)
         if (ps && (!st.period || ps.getTime() > st.period.getTime())) {
           Object.assign(st, { value: 0, stage: 0, period: ps, done: false })
           changed = true
         } else if (ps && st.period && ps.getTime() < st.period.getTime()) continue // a past period's late event
         if (h.rollback) {
           if (st.done) continue
-          const back = Math.min(takeBack(h, player, st.period), m.rules.measure === 'sum' && h.delta > 0 ? h.delta : Number.MAX_SAFE_INTEGER)
+          const back = takeBack(h, player, st.period, h.delta > 0 ? h.delta : undefined)
           if (back > 0) {
             st.value = Math.max(0, st.value - back)
             if (m.type === 'collaborative') collabDeltas.set(m.id, (collabDeltas.get(m.id) ?? 0) - back)
@@ -364,7 +381,7 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
       let done = false
       for (const h of hits) {
         if (h.rollback) {
-          const back = takeBack(h, player, null)
+          const back = takeBack(h, player, null, h.delta > 0 ? h.delta : undefined)
           v = Math.max(0, v - back)
           continue
         }
@@ -492,8 +509,9 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
         boardUpdates = rows as unknown as Record<string, unknown>[]
       }))
     }
-    if (newCredits.length) {
-      const w = newCredits
+    const credited = [...newCredits.values()].filter((c) => c.amount !== 0)
+    if (credited.length) {
+      const w = credited
       writes.push(tx`
         insert into gamification_round_credits (target_id, player_id, round_id, kind, amount, period_start)
         select * from unnest(${w.map((x) => x.target)}::uuid[], ${w.map((x) => x.player)}::uuid[], ${w.map((x) => x.round)}::text[],
@@ -501,12 +519,17 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
                              ${w.map((x) => x.period?.toISOString() ?? null)}::timestamptz[])
         on conflict (player_id, round_id, kind, target_id) do update set amount = gamification_round_credits.amount + excluded.amount`.execute())
     }
-    if (usedCredits.length) {
-      const w = usedCredits
+    if (usedCredits.size) {
+      const w = [...usedCredits.values()]
+      // What is left of each: deleted when nothing is, else the remainder.
       writes.push(tx`
-        delete from gamification_round_credits c using unnest(${w.map((x) => x.target)}::uuid[], ${w.map((x) => x.player)}::uuid[],
-          ${w.map((x) => x.round)}::text[], ${w.map((x) => x.kind)}::text[]) as u(t, p, r, k)
-        where c.target_id = u.t and c.player_id = u.p and c.round_id = u.r and c.kind = u.k`.execute())
+        with u as (select * from unnest(${w.map((x) => x.target)}::uuid[], ${w.map((x) => x.player)}::uuid[],
+          ${w.map((x) => x.round)}::text[], ${w.map((x) => x.kind)}::text[], ${w.map((x) => microsToDecimal(x.amount))}::numeric[]) as u(t, p, r, k, left_over)),
+        gone as (
+          delete from gamification_round_credits c using u
+          where c.target_id = u.t and c.player_id = u.p and c.round_id = u.r and c.kind = u.k and u.left_over = 0)
+        update gamification_round_credits c set amount = u.left_over from u
+        where c.target_id = u.t and c.player_id = u.p and c.round_id = u.r and c.kind = u.k and u.left_over <> 0`.execute())
     }
     await Promise.all(writes)
 
@@ -568,6 +591,8 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
     await tx`insert into player_gamification (player_id, tenant_id, missions_completed)
              select player_id, tenant_id, 1 from player_missions where mission_id = ${m.id} and value > 0
              on conflict (player_id) do update set missions_completed = player_gamification.missions_completed + 1`
+    // Badges for a number of completed missions, as an individual completion checks them.
+    await milestoneBadgesMany(tx, contributors.map((c) => ({ playerId: c.player_id, tenantId: c.tenant_id, brandId: m.brandId })))
     // No more contributions: drop the definition everywhere.
     defsCache.delete(m.brandId)
     void ctx.stream?.interestChanged(m.brandId)
