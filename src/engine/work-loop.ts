@@ -288,6 +288,9 @@ export interface Reservation {
  */
 const STARVED_WAKE_MS = 50
 
+/** How long a limited key whose claim found nothing due waits before it is looked for again. */
+const LIMITED_IDLE_MS = 2000
+
 export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
   const owner = `${process.pid}-${randomUUID()}`
   const global = Math.max(1, opts.globalConcurrency ?? 64)
@@ -302,6 +305,9 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
   // oldest-first rows would otherwise be theirs again at once, and claimed a few rows each instead
   // (claimDuePerKey). A key leaves once its maxPerKey is above that number again.
   const limitedKeys = new Map<string, number>()
+  // When a limited key whose claim found nothing due is tried again: the claim walks the due rows in due
+  // order looking for its key (no index has the key), so a key with none due would walk them all each step.
+  const limitedIdleUntil = new Map<string, number>()
   // Set when a step found the pool full, so the first slot that frees up triggers the next claim.
   let full = false
   // When the last claim left keys out and found nothing (see STARVED_WAKE_MS), and a wake put off since.
@@ -377,12 +383,13 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
         const max = maxPerKey(key)
         if (max > held) {
           limitedKeys.delete(key)
+          limitedIdleUntil.delete(key)
           if ((keysHeld.get(key) ?? 0) >= max) saturated.push(key)
           continue
         }
         saturated.push(key)
         const n = keysHeld.get(key) ?? 0
-        if (n < max) {
+        if (n < max && (limitedIdleUntil.get(key) ?? 0) <= Date.now()) {
           limited.push(key)
           caps.push(max - n)
         }
@@ -390,7 +397,15 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
       const token = `${owner}:${++claimNumber}`
       const rows = await claimDue<Row>(opts.sql, opts.queue, { limit: room, leaseMs: opts.leaseMs, owner: token, excludeKeys: saturated })
       const claimedAll = rows.length === room
-      if (limited.length && !claimedAll) rows.push(...(await claimDuePerKey<Row>(opts.sql, opts.queue, { keys: limited, caps, leaseMs: opts.leaseMs, owner: token })))
+      if (limited.length && !claimedAll) {
+        const apart = await claimDuePerKey<Row>(opts.sql, opts.queue, { keys: limited, caps, leaseMs: opts.leaseMs, owner: token })
+        const found = new Set(apart.map((row) => opts.keyOf(row)))
+        for (const key of limited) {
+          if (found.has(key)) limitedIdleUntil.delete(key)
+          else limitedIdleUntil.set(key, Date.now() + LIMITED_IDLE_MS)
+        }
+        rows.push(...apart)
+      }
       const now = Date.now()
       starvedAt = saturated.length && !rows.length ? now : 0
       for (const row of rows) {
@@ -453,6 +468,7 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
     },
     shed(key, keep) {
       limitedKeys.set(key, keep)
+      limitedIdleUntil.delete(key)
       const dropped = pool.shed(key, keep)
       if (!dropped.length) return
       const n = (keysHeld.get(key) ?? dropped.length) - dropped.length
