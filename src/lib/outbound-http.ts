@@ -7,6 +7,16 @@ import { Pool, buildConnector } from 'undici'
 import { createWorkerClient } from '../workers/rpc.ts'
 import type { CheckedUrl } from './url-policy.ts'
 
+/**
+ * The kept bytes of a body as text to store: a character cut at the end of the prefix is left out (a
+ * streaming decode keeps it back) rather than shown as U+FFFD, and NUL, which PostgreSQL stores in neither
+ * text nor jsonb (the attempt log and the channels' errors would fail to record, and the work be sent
+ * again), becomes U+FFFD.
+ */
+export function bodyText(bytes: Uint8Array): string {
+  return new TextDecoder().decode(bytes, { stream: true }).replaceAll('\u0000', '\uFFFD')
+}
+
 export interface OutboundResponse {
   status: number
   headers: Record<string, string | string[] | undefined>
@@ -146,7 +156,7 @@ export function createOutboundHttp(opts: OutboundHttpOptions = {}): OutboundHttp
         return {
           status: res.statusCode,
           headers: res.headers,
-          bodyPrefix: Buffer.concat(kept).toString('utf8'),
+          bodyPrefix: bodyText(Buffer.concat(kept)),
           durationMs: Math.round(performance.now() - started),
         }
       } catch (err) {
