@@ -3,7 +3,7 @@
 // have 23 or 25 hours; here only the parsing and the list of calendar days.
 import type { ClickHouse } from '../db/clickhouse.ts'
 import { badRequest } from '../errors.ts'
-import { isTimeZone, localDate as localDateOf, startOfLocalDay } from '../lib/zoned-time.ts'
+import { isCalendarDate, isTimeZone, localDate as localDateOf, startOfLocalDay } from '../lib/zoned-time.ts'
 
 const field = (name: string, message: string) => badRequest(`invalid ${name}`, { errors: [{ in: 'query', field: name, message }] })
 
@@ -42,16 +42,8 @@ export function startOfLocalDate(date: string, tz: string): number {
   return startOfLocalDay({ year, month, day }, tz).getTime()
 }
 
-const DATE_RE = /^(\d{4})-(\d{2})-(\d{2})$/
 const DATE_TIME_RE = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}:?\d{2})$/
 
-function validDate(s: string): boolean {
-  const m = DATE_RE.exec(s)
-  if (!m) return false
-  const [y, mo, d] = [Number(m[1]), Number(m[2]), Number(m[3])]
-  const t = new Date(Date.UTC(y, mo - 1, d))
-  return t.getUTCFullYear() === y && t.getUTCMonth() === mo - 1 && t.getUTCDate() === d
-}
 
 /**
  * `from`: an ISO 8601 date-time with a zone (`2026-05-01T00:00:00Z`, `...+02:00`) or a date
@@ -60,12 +52,12 @@ function validDate(s: string): boolean {
 export function parseFrom(from: string | undefined, tz: string): number | undefined {
   if (from === undefined) return undefined
   const message = 'must be an ISO 8601 date-time with a zone (2026-05-01T00:00:00Z) or a date (2026-05-01)'
-  if (validDate(from)) {
+  if (isCalendarDate(from)) {
     const ms = startOfLocalDate(from, tz)
     if (ms < Date.UTC(1970, 0, 1)) throw field('from', 'must not be before 1970')
     return ms
   }
-  if (!DATE_TIME_RE.test(from) || !validDate(from.slice(0, 10))) throw field('from', message)
+  if (!DATE_TIME_RE.test(from) || !isCalendarDate(from.slice(0, 10))) throw field('from', message)
   // Event times are whole milliseconds: a `from` between two of them starts at the later one (Date.parse
   // would cut `.2501` to `.250` and count an event at .250, before `from`).
   const subMs = /\.\d{3}(\d+)/.exec(from)?.[1]

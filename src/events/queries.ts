@@ -119,7 +119,15 @@ export function updateProfiles(tx: Tx, knownIds: (string | null)[], p: PlayerCol
         -- respin_merge_totals is not inlined (a subquery): call it only when other currencies are there.
         totals_by_currency = case when d.money is null or (d.money - coalesce(d.currency, p.currency) - '') = '{}'::jsonb
           then p.totals_by_currency else respin_merge_totals(p.totals_by_currency, d.money, coalesce(d.currency, p.currency)) end,
-        consent = case when d.consent is null then p.consent else p.consent || d.consent end,
+        -- Per channel, the consent with the later time wins, whatever order the events arrive in (a late
+        -- retry of an old grant must not undo a newer refusal); at the same time, the later arrival.
+        consent = case when d.consent is null then p.consent else (
+          select coalesce(jsonb_object_agg(key, case
+            when n.value is null then o.value
+            when o.value is null then n.value
+            when (n.value->>'at')::timestamptz >= (o.value->>'at')::timestamptz then n.value
+            else o.value end), '{}'::jsonb)
+          from jsonb_each(coalesce(p.consent, '{}'::jsonb)) o full join jsonb_each(d.consent) n using (key)) end,
         first_deposit_at = coalesce(p.first_deposit_at, d.first_deposit_at),
         first_deposit_amount = case when p.first_deposit_at is null then d.first_deposit_amount else p.first_deposit_amount end,
         last_deposit_at = greatest(p.last_deposit_at, d.last_deposit_at),

@@ -328,7 +328,10 @@ export function transformGroup(task: TransformTask): TransformResult {
           const channel = typeof f.channel === 'string' ? f.channel : ''
           if (CONSENT_CHANNELS.has(channel) && granted !== null) {
             p.consent ??= {}
-            p.consent[channel] = { granted: granted === 1, at: new Date(atMs).toISOString() }
+            // The later event time wins, as in the profile's update (queries.ts), not the later in the batch.
+            const at = new Date(atMs).toISOString()
+            const prev = p.consent[channel]
+            if (!prev || prev.at <= at) p.consent[channel] = { granted: granted === 1, at }
           }
           break
         }

@@ -110,3 +110,13 @@ export function windowEnd(at: Date, window: { start: string; end: string }, time
   const d = new Date(Date.UTC(w.year, w.month - 1, w.day + dayOffset))
   return instantOf({ year: d.getUTCFullYear(), month: d.getUTCMonth() + 1, day: d.getUTCDate(), hour: Math.floor(end / 60), minute: end % 60 }, timeZone)
 }
+
+/** `YYYY-MM-DD` naming a day of the calendar (no 2026-02-30, which Date would roll over to March). */
+export function isCalendarDate(s: string): boolean {
+  const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(s)
+  if (!m) return false
+  const [y, mo, d] = [Number(m[1]), Number(m[2]), Number(m[3])]
+  const t = new Date(0)
+  t.setUTCFullYear(y, mo - 1, d) // not Date.UTC, which reads years 0-99 as 1900-1999
+  return t.getUTCFullYear() === y && t.getUTCMonth() === mo - 1 && t.getUTCDate() === d
+}

@@ -6,6 +6,7 @@ import { badRequest } from '../errors.ts'
 import { likeContains } from '../lib/like.ts'
 import { OPERATORS, OPS_BY_TYPE, resolveField, type Env, type FieldDef, type Fragment, type Operator, type Sql } from './fields.ts'
 import { isUuid } from '../lib/schemas.ts'
+import { isCalendarDate } from '../lib/zoned-time.ts'
 
 // ---------------------------------------------------------------------------------------------------------
 // Validation
@@ -40,7 +41,7 @@ export function resolveTime(value: string, now: Date): Date | undefined {
     const ms = Number(rel[2]) * UNIT_MS[rel[3] as keyof typeof UNIT_MS]
     d = new Date(now.getTime() + (rel[1] === '-' ? -ms : ms))
   } else {
-    if (!ISO_DATE_TIME_RE.test(value)) return undefined
+    if (!ISO_DATE_TIME_RE.test(value) || !isCalendarDate(value.slice(0, 10))) return undefined
     d = new Date(value)
   }
   if (Number.isNaN(d.getTime())) return undefined
@@ -249,6 +250,8 @@ function compileCondition(env: Env, c: Condition): Fragment {
   const col = def.column(env)
   switch (c.op) {
     case 'exists':
+      // A metadata key set to null has no value either: JSON null is not SQL NULL.
+      if (def.type === 'json') return c.value === false ? sql`(${col} is null or jsonb_typeof(${col}) = 'null')` : sql`(jsonb_typeof(${col}) is distinct from 'null' and ${col} is not null)`
       return c.value === false ? sql`(${col} is null)` : sql`(${col} is not null)`
     case 'neq':
       return sql`(${col} is distinct from ${param(env, def, c.value)})`
