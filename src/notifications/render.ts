@@ -87,10 +87,17 @@ export function addOpenPixel(html: string, pixelUrl: string): string {
   return at >= 0 ? html.slice(0, at) + img + html.slice(at) : html + img
 }
 
-const ENTITIES: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', '#39': "'", apos: "'", nbsp: ' ' }
+const ENTITIES: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'", nbsp: ' ' }
+/**
+ * One pass, so an escaped value (`&amp;#60;`) decodes once, to what was written (`&#60;`), never twice; a
+ * numeric reference to no character stays as written (String.fromCodePoint would throw on it).
+ */
 function decodeEntities(s: string): string {
-  return s.replace(/&(amp|lt|gt|quot|#39|apos|nbsp);/g, (_m, e: string) => ENTITIES[e] as string)
-    .replace(/&#(\d+);/g, (_m, d: string) => String.fromCodePoint(Number(d)))
+  return s.replace(/&(?:(amp|lt|gt|quot|apos|nbsp)|#(\d{1,8})|#[xX]([0-9a-fA-F]{1,6}));/g, (all, name?: string, dec?: string, hex?: string) => {
+    if (name) return ENTITIES[name] as string
+    const cp = dec !== undefined ? Number(dec) : parseInt(hex as string, 16)
+    return cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff) ? String.fromCodePoint(cp) : all
+  })
 }
 
 /** The plain-text part of an HTML email: block ends become line breaks, links keep their address. */

@@ -131,4 +131,5 @@ export const InboxQuery = Type.Object({
 })
 export const InboxList = Type.Object({ data: Type.Array(InboxItem), next_cursor: Nullable(Type.String()) })
 export const InboxItemParams = Type.Object({ id: Uuid, notificationId: Uuid })
-export const TokenParams = Type.Object({ token: Type.String({ minLength: 1, maxLength: 256 }) })
+// No length limit here: any token that is not one of ours, long ones included, is a 404 (§3 Tracking).
+export const TokenParams = Type.Object({ token: Type.String({ minLength: 1 }) })

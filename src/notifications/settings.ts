@@ -176,9 +176,14 @@ async function upsert<S extends object>(
   })
 }
 
+/** An address, optionally `Name <addr>`, with no control character anywhere. */
+const MAILBOX_RE = /^(?:[^<>@\s]+@[^<>@\s]+|[^<>\p{Cc}]*<[^<>@\s]+@[^<>@\s]+>)$/u
+
 export async function putEmailSettings(deps: Deps, brand: { tenantId: string; brandId: string }, body: Static<typeof EmailSettingsBody>, audit: SettingsAudit) {
-  // Checked before the host is resolved: a plain mistake is named without a DNS round trip.
-  if (!/^[^<>@\s]+@[^<>@\s]+$|^[^<>]*<[^<>@\s]+@[^<>@\s]+>$/.test(body.from.trim())) throw fieldError('from', 'must be an address, optionally `Name <addr>`')
+  // Checked before the host is resolved: a plain mistake is named without a DNS round trip. No control
+  // characters: a line break in a header value would let it add headers of its own (Bcc: ...).
+  if (!MAILBOX_RE.test(body.from.trim())) throw fieldError('from', 'must be an address, optionally `Name <addr>`, without line breaks')
+  if (body.reply_to != null && !MAILBOX_RE.test(body.reply_to.trim())) throw fieldError('reply_to', 'must be an address, optionally `Name <addr>`, without line breaks')
   let target: ReturnType<typeof smtpTarget>
   try {
     target = smtpTarget(body.smtp_url)
