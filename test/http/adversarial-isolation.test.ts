@@ -1,0 +1,174 @@
+// Adversarial: tenant and brand isolation on every `{id}` route of the served OpenAPI document.
+// Spec "Conventions" 6, "Errors" 404; contract "Brands and visibility"; docs/tenancy.md "Visibility".
+import { randomUUID } from 'node:crypto'
+import t from 'tap'
+import { startHarness, type TestTenant } from '../helpers/harness.ts'
+
+const h = await startHarness(t, { env: { WEBHOOK_ALLOW_PRIVATE: 'true' } })
+
+interface Op { method: string; path: string }
+const doc = (await h.request('GET', '/openapi.json')).body
+const idOps: Op[] = []
+for (const [path, item] of Object.entries<any>(doc.paths)) {
+  for (const [m, op] of Object.entries<any>(item)) {
+    if (!op?.responses || !op.security?.length || op['x-required-role'] || !path.includes('{') || path.includes('{dataset}')) continue
+    idOps.push({ method: m.toUpperCase(), path })
+  }
+}
+
+type Ids = Record<string, string>
+async function must(p: Promise<any>, status: number) {
+  const res = await p
+  if (res.status !== status) throw new Error(`expected ${status}, got ${res.status}: ${res.text}`)
+  return res.body
+}
+
+/** One of everything, in the brand the key/hint resolves to. */
+async function seed(tenant: TestTenant, key: string, brand?: string): Promise<Ids> {
+  const post = (path: string, body: object) => must(h.request('POST', path, { key, body: brand ? { ...body, brand } : body }), 201)
+  const ids: Ids = {}
+  ids.player = (await post('/players', { external_id: `p-${randomUUID()}`, email: 'a@example.com' })).data.id
+  ids.segment = (await post('/segments', { name: 's', type: 'static', rules: { player_ids: [ids.player] } })).data.id
+  ids.campaign = (await post('/campaigns', { name: 'c', type: 'one_shot', channels: ['email'] })).data.id
+  ids.template = (await post('/notifications/templates', { name: 't', channel: 'in_app', body: 'hi {{name}}' })).data.id
+  ids.level = (await post('/gamification/levels', { name: 'l', tier: 1, min_points: 0 })).data.id
+  ids.mission = (await post('/gamification/missions', { name: 'm', type: 'daily' })).data.id
+  ids.badge = (await post('/gamification/badges', { name: 'b' })).data.id
+  ids.currency = (await post('/gamification/currencies', { name: 'c', symbol: 'P', type: 'virtual' })).data.id
+  ids.bonus = (await post('/bonuses', { name: 'b', type: 'welcome', value: 10, value_type: 'fixed' })).data.id
+  ids.tournament = (await post('/tournaments', { name: 't' })).data.id
+  ids.webhook = (await post('/webhooks', { url: 'http://127.0.0.1:9/hook', events: ['player.created'] })).data.id
+  const sent = await must(h.request('POST', '/notifications/send', { key, body: { player_id: ids.player, channel: 'in_app', payload: { title: 'x', body: 'y' } } }), 202)
+  ids.notification = sent.notification_id
+  await h.request('POST', `/webhooks/${ids.webhook}/ping`, { key })
+  const deliveries = await h.request('GET', `/webhooks/${ids.webhook}/deliveries`, { key })
+  ids.delivery = deliveries.body?.data?.[0]?.id ?? randomUUID()
+  return ids
+}
+
+function fill(path: string, ids: Ids): string {
+  const base = path.replace('/api/v1', '')
+  const first = base.startsWith('/players/') ? ids.player
+    : base.startsWith('/segments/') ? ids.segment
+    : base.startsWith('/campaigns/') ? ids.campaign
+    : base.startsWith('/notifications/templates/') ? ids.template
+    : base.startsWith('/notifications/') ? ids.notification
+    : base.startsWith('/gamification/levels/') ? ids.level
+    : base.startsWith('/gamification/missions/') ? ids.mission
+    : base.startsWith('/gamification/badges/') ? ids.badge
+    : base.startsWith('/gamification/currencies/') ? ids.currency
+    : base.startsWith('/gamification/player/') ? ids.player
+    : base.startsWith('/bonuses/') ? ids.bonus
+    : base.startsWith('/tournaments/') ? ids.tournament
+    : base.startsWith('/webhooks/') ? ids.webhook
+    : base.startsWith('/t/') ? 'not-a-token'
+    : undefined
+  if (!first) throw new Error(`no id for ${path}`)
+  return base.replace(/\{(id|playerId|token)\}/, first).replace('{notificationId}', ids.notification!).replace('{deliveryId}', ids.delivery!).replace('{subscriptionId}', randomUUID())
+}
+
+/** Valid bodies, so that a 404 cannot hide behind a 400. `own` holds the caller's own ids. */
+function bodyFor(op: Op, own: Ids): unknown {
+  const p = op.path.replace('/api/v1', '')
+  if (op.method === 'GET' || op.method === 'DELETE') return undefined
+  if (p === '/players/{id}/telegram') return { chat_id: '12345' }
+  if (p === '/players/{id}/push-subscriptions') return { endpoint: 'https://fcm.googleapis.com/fcm/send/abc', keys: { p256dh: 'BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA_0QTpQtUbVlUls0VJXg7A8u-Ts1XbjhazAkj7I99e8QcYP7DkM', auth: 'tBHItJI5svbpez7KI4CCXg' } }
+  if (p === '/gamification/missions/{id}/join' || p === '/bonuses/{id}/grant') return { player_id: own.player }
+  if (p === '/gamification/player/{playerId}/points') return { currency_id: own.currency, amount: 5 }
+  if (p === '/webhooks/{id}') return { active: false }
+  if (p === '/players/{id}') return { metadata: { hacked: true } }
+  if (p.endsWith('/{id}') && op.method === 'PATCH') return { name: 'hacked' }
+  return {}
+}
+
+const pub = (p: string) => p.startsWith('/api/v1/t/')
+const order = (o: Op) => (o.method === 'DELETE' ? 1 : 0)
+
+async function probe(_t: unknown, key: string, victim: Ids, own: Ids, label: string) {
+  const bad: string[] = []
+  for (const op of [...idOps].filter((o) => !pub(o.path)).sort((a, b) => order(a) - order(b))) {
+    const res = await h.request(op.method, fill(op.path, victim), { key, body: bodyFor(op, own) })
+    if (res.status !== 404 || res.body?.code !== 'NOT_FOUND') bad.push(`${label}: ${op.method} ${op.path} -> ${res.status} ${res.text.slice(0, 100)}`)
+  }
+  return bad
+}
+
+async function intact(t: any, tenant: TestTenant, ids: Ids) {
+  const gets: [string, string][] = [['player', '/players/'], ['segment', '/segments/'], ['campaign', '/campaigns/'], ['template', '/notifications/templates/'],
+    ['level', '/gamification/levels/'], ['mission', '/gamification/missions/'], ['badge', '/gamification/badges/'], ['currency', '/gamification/currencies/'],
+    ['bonus', '/bonuses/'], ['tournament', '/tournaments/'], ['webhook', '/webhooks/'], ['notification', '/notifications/']]
+  for (const [k, p] of gets) {
+    const res = await h.request('GET', p + ids[k], { key: tenant.key })
+    t.equal(res.status, 200, `${k} still there`)
+    t.not(res.body?.data?.name, 'hacked', `${k} not renamed`)
+  }
+  const player = await h.request('GET', `/players/${ids.player}`, { key: tenant.key })
+  t.notOk(player.body.data.metadata?.hacked, 'player metadata untouched')
+  t.equal((await h.request('GET', `/webhooks/${ids.webhook}`, { key: tenant.key })).body.data.active, true, 'webhook still active')
+  t.equal((await h.request('GET', `/campaigns/${ids.campaign}`, { key: tenant.key })).body.data.status, 'draft')
+}
+
+t.test("another tenant's ids are 404 NOT_FOUND on every {id} route, and nothing changes", async (t) => {
+  const a = await h.createTenant()
+  const b = await h.createTenant()
+  const victim = await seed(a, a.key)
+  const own = await seed(b, b.key)
+  t.ok(idOps.length >= 40, `${idOps.length} {id} routes`)
+  t.same(await probe(t, b.key, victim, own, 'other tenant'), [])
+  await intact(t, a, victim)
+})
+
+t.test("a brand-pinned key gets 404 on every {id} route for its tenant's other brands", async (t) => {
+  const a = await h.createTenant()
+  await a.createBrand('vip')
+  const pinned = (await a.createKey({ brand: 'vip' })).key
+  const victim = await seed(a, a.key) // default brand
+  const own = await seed(a, pinned)
+  t.same(await probe(t, pinned, victim, own, 'pinned'), [])
+  await intact(t, a, victim)
+})
+
+t.test('a tenant-wide key finds a resource of any of its brands by id, whatever the hint', async (t) => {
+  const a = await h.createTenant()
+  const vip = await a.createBrand('vip')
+  const ids = await seed(a, a.key, 'vip')
+  for (const p of ['/players/', '/campaigns/', '/bonuses/', '/gamification/badges/']) {
+    const k = p === '/players/' ? 'player' : p === '/campaigns/' ? 'campaign' : p === '/bonuses/' ? 'bonus' : 'badge'
+    t.equal((await h.request('GET', p + ids[k], { key: a.key })).status, 200, `${p} without hint`)
+    t.equal((await h.request('GET', p + ids[k], { key: a.key, headers: { 'x-brand': 'main' } })).status, 200, `${p} hint main`)
+  }
+  const pinnedVip = (await a.createKey({ brand: vip.id })).key
+  t.equal((await h.request('GET', `/players/${ids.player}`, { key: pinnedVip })).status, 200, 'pinned key sees its own brand')
+})
+
+t.test('ids in bodies that belong to another tenant are never acted on', async (t) => {
+  const a = await h.createTenant()
+  const b = await h.createTenant()
+  const va = await seed(a, a.key)
+  const vb = await seed(b, b.key)
+  const send = await h.request('POST', '/notifications/send', { key: b.key, body: { player_id: va.player, channel: 'in_app', payload: {} } })
+  t.equal(send.status, 404, 'send to another tenant player')
+  const tpl = await h.request('POST', '/notifications/send', { key: b.key, body: { player_id: vb.player, channel: 'in_app', template_id: va.template } })
+  t.equal(tpl.status, 404, "send with another tenant's template")
+  const camp = await h.request('POST', '/campaigns', { key: b.key, body: { name: 'x', type: 'one_shot', channels: ['email'], target_segment_id: va.segment } })
+  t.ok([400, 404].includes(camp.status), `campaign targeting another tenant's segment -> ${camp.status}`)
+  const patch = await h.request('PATCH', `/campaigns/${vb.campaign}`, { key: b.key, body: { target_segment_id: va.segment } })
+  t.ok([400, 404].includes(patch.status), `patch campaign to another tenant's segment -> ${patch.status}`)
+  const grant = await h.request('POST', `/bonuses/${vb.bonus}/grant`, { key: b.key, body: { player_id: va.player } })
+  const grantNone = await h.request('POST', `/bonuses/${vb.bonus}/grant`, { key: b.key, body: { player_id: randomUUID() } })
+  t.ok([400, 404].includes(grant.status), `grant own bonus to another tenant player -> ${grant.status}`)
+  t.equal(grant.status, grantNone.status, 'indistinguishable from a player that does not exist')
+  t.same(grant.body.details, grantNone.body.details)
+  const join = await h.request('POST', `/gamification/missions/${vb.mission}/join`, { key: b.key, body: { player_id: va.player } })
+  const joinNone = await h.request('POST', `/gamification/missions/${vb.mission}/join`, { key: b.key, body: { player_id: randomUUID() } })
+  t.ok([400, 404].includes(join.status), `join own mission with another tenant player -> ${join.status}`)
+  t.equal(join.status, joinNone.status, 'indistinguishable from a player that does not exist')
+  const pts = await h.request('POST', `/gamification/player/${vb.player}/points`, { key: b.key, body: { currency_id: va.currency, amount: 5 } })
+  t.ok([400, 404].includes(pts.status), `points in another tenant's currency -> ${pts.status}`)
+  const seg = await h.request('POST', '/segments', { key: b.key, body: { name: 'steal', type: 'static', rules: { player_ids: [va.player] } } })
+  if (seg.status === 201) {
+    const exp = await h.request('GET', `/segments/${seg.body.data.id}/export`, { key: b.key })
+    t.equal(exp.status, 200)
+    t.same(exp.body.data, [], "a static segment never lists another tenant's player")
+  } else t.ok([400, 404].includes(seg.status))
+})
