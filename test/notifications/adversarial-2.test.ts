@@ -4,12 +4,10 @@
 // push endpoints, a bad P-256 point, scopes), tracking tokens (kinds swapped, tampered, our own unsubscribe
 // link left untracked, a link with an entity), unsubscribe then re-consent, lifecycle timestamps, the inbox
 // (another player's items, unread cursors, reads), expired WebSocket tokens and a large unicode message.
-import { simpleParser, type ParsedMail } from 'mailparser'
-import { SMTPServer } from 'smtp-server'
 import t from 'tap'
 import WebSocket from 'ws'
 import { startHarness, type TestResponse, type TestTenant } from '../helpers/harness.ts'
-import { ingest, makePlayer, outboxOf, send, waitForStatus } from './delivery-helpers.ts'
+import { ingest, makePlayer, outboxOf, send, waitForStatus, startSmtpReceiver } from './delivery-helpers.ts'
 
 let clockOffset = 0
 const h = await startHarness(t, {
@@ -36,25 +34,7 @@ const fields = (res: TestResponse) => JSON.stringify(res.body)
 
 // --- SMTP peer ----------------------------------------------------------------------------------------------
 
-const mails: ParsedMail[] = []
-const smtp = new SMTPServer({
-  disabledCommands: ['STARTTLS'],
-  authOptional: true,
-  closeTimeout: 100,
-  onAuth(_auth, _session, cb) {
-    cb(null, { user: 'u' })
-  },
-  onData(stream, _session, cb) {
-    simpleParser(stream).then((m) => {
-      mails.push(m)
-      cb()
-    }, cb)
-  },
-})
-await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', resolve))
-t.teardown(() => new Promise<void>((resolve) => smtp.close(() => resolve())))
-const smtpPort = (smtp.server.address() as { port: number }).port
-const mailsTo = (address: string) => mails.filter((m) => (m.to as { text: string }).text === address)
+const { port: smtpPort, mailsTo } = await startSmtpReceiver(t)
 let addresses = 0
 const newAddress = () => `adv2-${process.pid}-${++addresses}-${Date.now()}@example.com`
 

@@ -4,12 +4,10 @@
 // message that was waiting for its retry, frequency caps across channels, and an unsubscribe reaching
 // a marketing email already queued (held by quiet hours).
 import { createServer, type IncomingMessage } from 'node:http'
-import { simpleParser, type ParsedMail } from 'mailparser'
-import { SMTPServer } from 'smtp-server'
 import t from 'tap'
 import { startHarness, type TestTenant } from '../helpers/harness.ts'
 import { createCampaign, move, must, template } from '../campaigns/helpers.ts'
-import { ingest, makePlayer, send, waitForStatus } from './delivery-helpers.ts'
+import { ingest, makePlayer, send, waitForStatus, startSmtpReceiver } from './delivery-helpers.ts'
 
 const h = await startHarness(t, { env: { WEBHOOK_ALLOW_PRIVATE: 'true', DELIVERY_RETRY_DELAYS: '0,0,0,0', INGEST_ACK_AFTER: 'postgres' } })
 const ctx = h.app.ctx
@@ -150,26 +148,7 @@ t.test('frequency cap "any" counts marketing across channels, in the same day', 
 
 // --- SMTP --------------------------------------------------------------------------------------------------
 
-const mails: ParsedMail[] = []
-const smtp = new SMTPServer({
-  disabledCommands: ['STARTTLS'],
-  authOptional: true,
-  // The app's pooled SMTP connections stay open until it closes: do not wait 30 s for them at teardown.
-  closeTimeout: 100,
-  onAuth(_auth, _session, cb) {
-    cb(null, { user: 'u' })
-  },
-  onData(stream, _session, cb) {
-    simpleParser(stream).then((m) => {
-      mails.push(m)
-      cb()
-    }, cb)
-  },
-})
-await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', resolve))
-t.teardown(() => new Promise<void>((resolve) => smtp.close(() => resolve())))
-const smtpPort = (smtp.server.address() as { port: number }).port
-const mailsTo = (address: string) => mails.filter((m) => (m.to as { text: string }).text === address)
+const { port: smtpPort, mailsTo } = await startSmtpReceiver(t)
 
 t.test('an unsubscribe reaches a marketing email already queued (held by quiet hours); transactional still goes', async (t) => {
   const tenant = await h.createTenant()

@@ -1,6 +1,8 @@
 // Shared by the delivery tests: players made through the events API (so consent, time zone and status
 // come the way production gets them), and waiting for a notification to reach a status.
 import { randomUUID } from 'node:crypto'
+import { simpleParser, type ParsedMail } from 'mailparser'
+import { SMTPServer } from 'smtp-server'
 import type { Harness, TestTenant } from '../helpers/harness.ts'
 
 export async function ingest(h: Harness, tenant: TestTenant, events: Record<string, unknown>[]) {
@@ -46,4 +48,31 @@ export async function send(h: Harness, tenant: TestTenant, body: Record<string, 
 export async function outboxOf(h: Harness, tenantId: string, prefix = 'message.') {
   return h.app.ctx.sql<{ event: string; data: any }[]>`
     select event, data from outbox where tenant_id = ${tenantId} and (event like ${prefix + '%'} or event = 'email.unsubscribed') order by id`
+}
+
+/**
+ * A real SMTP server (smtp-server, any login accepted) keeping every message it receives, parsed, until the
+ * test file ends. `mailsTo(address)`: the messages to one recipient.
+ */
+export async function startSmtpReceiver(t: { teardown(fn: () => Promise<void>): void }) {
+  const mails: ParsedMail[] = []
+  const smtp = new SMTPServer({
+    disabledCommands: ['STARTTLS'],
+    authOptional: true,
+    // The app's pooled SMTP connections stay open until it closes: do not wait 30 s for them at teardown.
+    closeTimeout: 100,
+    onAuth(_auth, _session, cb) {
+      cb(null, { user: 'u' })
+    },
+    onData(stream, _session, cb) {
+      simpleParser(stream).then((m) => {
+        mails.push(m)
+        cb()
+      }, cb)
+    },
+  })
+  await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => smtp.close(() => resolve())))
+  const port = (smtp.server.address() as { port: number }).port
+  return { port, mails, mailsTo: (address: string) => mails.filter((m) => (m.to as { text: string }).text === address) }
 }
