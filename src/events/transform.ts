@@ -144,7 +144,7 @@ export function toMicros(v: unknown): number {
   return Number.isFinite(n) && Math.abs(n) <= MAX_AMOUNT ? Math.round(n * 1e6) : Number.NaN
 }
 
-const DECIMAL_RE = /^([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d{1,4}))?$/
+const DECIMAL_RE = /^(?=[+-]?\.?\d)([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d{1,4}))?$/
 
 /**
  * The amount in units of 1e-8, ClickHouse's Decimal(38, 8), exactly as written: a string's own digits, a
@@ -162,7 +162,7 @@ export function toUnits8(v: unknown): bigint {
   const text = typeof v === 'string' ? v.trim() : String(v)
   // A form the pattern does not read (Number also takes hex, '1_0' is refused above) or a very long one
   // (only a double's digits count then): the number's own shortest form.
-  const m = DECIMAL_RE.exec(text.length <= 40 ? text : '') ?? DECIMAL_RE.exec(String(Number(v)))
+  const m = (text.length <= 40 ? DECIMAL_RE.exec(text) : null) ?? DECIMAL_RE.exec(String(Number(v)))
   if (!m) return 0n
   const [, sign, int = '', frac = '', exp = '0'] = m
   const digits = `${int}${frac}`.replace(/^0+/, '') || '0'

@@ -36,3 +36,9 @@ t.test('units of 1e-8, from numbers and strings, half away from zero beyond 8 de
   ]
   for (const [v, units] of cases) t.equal(toUnits8(v), units, JSON.stringify(v))
 })
+
+t.test('a long amount string counts as its number, not as 0', async (t) => {
+  t.equal(toUnits8(`12.5${'0'.repeat(40)}`), 1250000000n)
+  t.equal(toUnits8(''), 0n)
+  t.equal(toUnits8('.'), 0n)
+})
