@@ -509,16 +509,8 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
         boardUpdates = rows as unknown as Record<string, unknown>[]
       }))
     }
-    const credited = [...newCredits.values()].filter((c) => c.amount !== 0)
-    if (credited.length) {
-      const w = credited
-      writes.push(tx`
-        insert into gamification_round_credits (target_id, player_id, round_id, kind, amount, period_start)
-        select * from unnest(${w.map((x) => x.target)}::uuid[], ${w.map((x) => x.player)}::uuid[], ${w.map((x) => x.round)}::text[],
-                             ${w.map((x) => x.kind)}::text[], ${w.map((x) => microsToDecimal(x.amount))}::numeric[],
-                             ${w.map((x) => x.period?.toISOString() ?? null)}::timestamptz[])
-        on conflict (player_id, round_id, kind, target_id) do update set amount = gamification_round_credits.amount + excluded.amount`.execute())
-    }
+    // What is left of the stored credits first: a round rolled back and bet again in this batch then adds
+    // its new credit to the leftover (the insert's ON CONFLICT), instead of the leftover overwriting it.
     if (usedCredits.size) {
       const w = [...usedCredits.values()]
       // What is left of each: deleted when nothing is, else the remainder.
@@ -530,6 +522,16 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
           where c.target_id = u.t and c.player_id = u.p and c.round_id = u.r and c.kind = u.k and u.left_over = 0)
         update gamification_round_credits c set amount = u.left_over from u
         where c.target_id = u.t and c.player_id = u.p and c.round_id = u.r and c.kind = u.k and u.left_over <> 0`.execute())
+    }
+    const credited = [...newCredits.values()].filter((c) => c.amount !== 0)
+    if (credited.length) {
+      const w = credited
+      writes.push(tx`
+        insert into gamification_round_credits (target_id, player_id, round_id, kind, amount, period_start)
+        select * from unnest(${w.map((x) => x.target)}::uuid[], ${w.map((x) => x.player)}::uuid[], ${w.map((x) => x.round)}::text[],
+                             ${w.map((x) => x.kind)}::text[], ${w.map((x) => microsToDecimal(x.amount))}::numeric[],
+                             ${w.map((x) => x.period?.toISOString() ?? null)}::timestamptz[])
+        on conflict (player_id, round_id, kind, target_id) do update set amount = gamification_round_credits.amount + excluded.amount`.execute())
     }
     await Promise.all(writes)
 

@@ -369,3 +369,15 @@ t.test('huge amounts (at the 1e9 ingest limit) sum exactly in a player\'s progre
   await send(tenant, [bet('p3', 1e9 + 1)])
   t.equal(await state(await playerId(tenant, 'p3'), m.id), undefined, 'beyond 1e9 an amount is not summed (docs/ingestion.md)')
 })
+
+t.test('a round rolled back and bet again in one batch keeps the new bet\'s credit for its own rollback', async (t) => {
+  const tenant = await h.createTenant()
+  const cnt = await create(tenant, '/gamification/missions', { name: 'Count', type: 'one_time', rules: { event_type: 'bet', target: 100 } })
+  await send(tenant, [bet('p1', 10, { round_id: 'r' })])
+  const pid = await playerId(tenant, 'p1')
+  t.equal((await state(pid, cnt.id))?.value, '1')
+  await send(tenant, [{ player_id: 'p1', event_type: 'bet_rollback', payload: { amount: 10, currency: 'EUR', round_id: 'r' } }, bet('p1', 10, { round_id: 'r' })])
+  t.equal((await state(pid, cnt.id))?.value, '1', 'rolled back, then bet again')
+  await send(tenant, [{ player_id: 'p1', event_type: 'bet_rollback', payload: { amount: 10, currency: 'EUR', round_id: 'r' } }])
+  t.equal((await state(pid, cnt.id))?.value, '0', 'the new bet\'s rollback takes it back (its credit was not lost to the first rollback\'s leftover)')
+})
