@@ -144,7 +144,9 @@ async function findJob(sql: Sql, v: Visibility & { playerId: string }): Promise<
 }
 
 /** Wakes this process's erasure worker (set while it runs). */
-const wakers = new WeakMap<AppContext, () => void>()
+// Keyed by the process's PostgreSQL: the worker holds the engines' view of the context (app.ts), the
+// routes the context itself.
+const wakers = new WeakMap<object, () => void>()
 
 /** An erased player's events in ClickHouse carry this prefix and 32 hex digits as their player id. */
 export const ERASURE_TOKEN_PREFIX = 'erased-'
@@ -176,7 +178,7 @@ export async function erasePlayer(ctx: AppContext, input: { principal: Principal
     return jobOut(existing)
   }
   ctx.log.info({ erasureId: job.id, tenantId: job.tenant_id }, 'player erased in PostgreSQL; ClickHouse part queued')
-  wakers.get(ctx)?.()
+  wakers.get(ctx.pg)?.()
   return jobOut(job)
 }
 
@@ -355,10 +357,10 @@ export function startErasureWorker(ctx: AppContext): BackgroundService {
       }
     },
   })
-  wakers.set(ctx, () => loop.wake())
+  wakers.set(ctx.pg, () => loop.wake())
   return {
     async stop() {
-      wakers.delete(ctx)
+      wakers.delete(ctx.pg)
       await loop.stop()
     },
   }
