@@ -155,8 +155,10 @@ const MAX_ATTEMPTS = 10
  */
 const DEFAULT_SERVER_LOOPS = 4
 
-export function createEventStream(deps: { sql: Sql; bus: Bus; log: Logger; pollMs?: number; metrics?: Metrics; loops?: number }): EventStream {
+export function createEventStream(deps: { sql: Sql; interestSql?: Sql; bus: Bus; log: Logger; pollMs?: number; metrics?: Metrics; loops?: number }): EventStream {
   const { sql, bus, log, metrics } = deps
+  // Interest is loaded for ingestion's requests: on their pool, not the engines' (app.ts).
+  const interestSql = deps.interestSql ?? sql
   const pollMs = deps.pollMs ?? DEFAULT_POLL_MS
   // Claim loops per consumer in this process (1..32768: part is 0..32767).
   const loopCount = Math.min(Math.max(1, Math.floor(deps.loops ?? 1)), 32768)
@@ -176,7 +178,7 @@ export function createEventStream(deps: { sql: Sql; bus: Bus; log: Logger; pollM
     const out = new Map<string, Map<string, Map<string, 'all' | EventCondition[][]>>>()
     for (const id of brandIds) out.set(id, new Map())
     for (const c of consumers.values()) {
-      const got = await c.consumer.interest(sql, brandIds)
+      const got = await c.consumer.interest(interestSql, brandIds)
       for (const [brandId, entries] of got) {
         const byType = out.get(brandId)
         if (!byType) continue
@@ -495,7 +497,7 @@ function streamBacklog(sql: Sql): () => Promise<{ depth: number; oldestAgeSecond
 export function startEventStream(ctx: AppContext) {
   // Embedded PostgreSQL has one connection: more loops would only queue for it.
   const loops = ctx.config.eventStreamLoops ?? (ctx.pg.kind === 'pglite' ? 1 : DEFAULT_SERVER_LOOPS)
-  const stream = createEventStream({ sql: ctx.sql, bus: ctx.bus, log: ctx.log, metrics: ctx.metrics, loops })
+  const stream = createEventStream({ sql: ctx.sql, interestSql: ctx.pg.sql, bus: ctx.bus, log: ctx.log, metrics: ctx.metrics, loops })
   ctx.stream = stream
   const backlog = streamBacklog(ctx.sql)
   // The queue and the lag probes of one scrape run in parallel: share one query between them.
