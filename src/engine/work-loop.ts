@@ -389,23 +389,28 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
         }
         saturated.push(key)
         const n = keysHeld.get(key) ?? 0
-        if (n < max && (limitedIdleUntil.get(key) ?? 0) <= Date.now()) {
+        const cap = Math.min(max - n, room - caps.reduce((a, b) => a + b, 0))
+        if (cap > 0 && (limitedIdleUntil.get(key) ?? 0) <= Date.now()) {
           limited.push(key)
-          caps.push(max - n)
+          caps.push(cap)
         }
       }
       const token = `${owner}:${++claimNumber}`
-      const rows = await claimDue<Row>(opts.sql, opts.queue, { limit: room, leaseMs: opts.leaseMs, owner: token, excludeKeys: saturated })
-      const claimedAll = rows.length === room
-      if (limited.length && !claimedAll) {
-        const apart = await claimDuePerKey<Row>(opts.sql, opts.queue, { keys: limited, caps, leaseMs: opts.leaseMs, owner: token })
-        const found = new Set(apart.map((row) => opts.keyOf(row)))
+      // The limited keys' few rows first, out of the room: a general claim that fills it (other keys'
+      // backlogs) would otherwise leave them out for as long as the backlogs last, and a failing key
+      // leaves that state only by a call that succeeds.
+      const rows = limited.length ? await claimDuePerKey<Row>(opts.sql, opts.queue, { keys: limited, caps, leaseMs: opts.leaseMs, owner: token }) : []
+      if (limited.length) {
+        const found = new Set(rows.map((row) => opts.keyOf(row)))
         for (const key of limited) {
           if (found.has(key)) limitedIdleUntil.delete(key)
           else limitedIdleUntil.set(key, Date.now() + LIMITED_IDLE_MS)
         }
-        rows.push(...apart)
       }
+      const rest = room - rows.length
+      const general = rest > 0 ? await claimDue<Row>(opts.sql, opts.queue, { limit: rest, leaseMs: opts.leaseMs, owner: token, excludeKeys: saturated }) : []
+      const claimedAll = general.length === rest
+      rows.push(...general)
       const now = Date.now()
       starvedAt = saturated.length && !rows.length ? now : 0
       for (const row of rows) {
