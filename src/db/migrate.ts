@@ -83,11 +83,11 @@ export async function migrateClickHouseAtStart(
       (applied) => log.info({ clickhouse: applied }, 'clickhouse: reachable again, migrations applied'),
       (err) => {
         if (!isUnreachable(err)) log.error({ err }, 'clickhouse: a migration failed; retrying')
-        if (!stopped) timer = setTimeout(attempt, retryMs)
+        if (!stopped) timer = setTimeout(attempt, retryMs).unref()
       },
     )
   }
-  timer = setTimeout(attempt, retryMs)
+  timer = setTimeout(attempt, retryMs).unref()
   return {
     applied: [],
     async stop() {
