@@ -6,6 +6,7 @@
 // (another player's items, unread cursors, reads), expired WebSocket tokens and a large unicode message.
 import t from 'tap'
 import WebSocket from 'ws'
+import { waitFor } from '../helpers/wait.ts'
 import { startHarness, type TestResponse, type TestTenant } from '../helpers/harness.ts'
 import { ingest, makePlayer, outboxOf, send, waitForStatus, startSmtpReceiver } from './delivery-helpers.ts'
 
@@ -22,13 +23,7 @@ async function must(p: Promise<TestResponse>, status: number) {
   return res.body
 }
 
-async function untilTrue(check: () => Promise<boolean> | boolean, ms = 6000) {
-  const end = Date.now() + ms
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error('condition not reached in time')
-    await new Promise((r) => setTimeout(r, 50))
-  }
-}
+const untilTrue = (check: () => Promise<boolean> | boolean, ms = 6000) => waitFor('the condition', check, ms)
 
 const fields = (res: TestResponse) => JSON.stringify(res.body)
 

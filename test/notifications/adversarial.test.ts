@@ -5,6 +5,7 @@
 // a marketing email already queued (held by quiet hours).
 import { createServer, type IncomingMessage } from 'node:http'
 import t from 'tap'
+import { waitFor } from '../helpers/wait.ts'
 import { startHarness, type TestTenant } from '../helpers/harness.ts'
 import { createCampaign, move, must, template } from '../campaigns/helpers.ts'
 import { ingest, makePlayer, send, waitForStatus, startSmtpReceiver } from './delivery-helpers.ts'
@@ -58,13 +59,7 @@ async function telegramPlayer(tenant: TestTenant, slow: boolean, o: Parameters<t
 const row = (id: string) => ctx.sql<{ status: string; attempts: number; due_at: Date; reason: string | null }[]>`
   select status, attempts, due_at, reason from notifications where id = ${id}`.then((r) => r[0]!)
 
-async function untilTrue(check: () => Promise<boolean>, ms = 6000) {
-  const end = Date.now() + ms
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error('condition not reached in time')
-    await new Promise((r) => setTimeout(r, 50))
-  }
-}
+const untilTrue = (check: () => Promise<boolean> | boolean, ms = 6000) => waitFor('the condition', check, ms)
 
 /** A message refused once with 429: waits for its retry (attempts 1, still queued). */
 async function waitingForRetry(id: string) {

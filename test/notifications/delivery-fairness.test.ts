@@ -21,6 +21,7 @@ import net from 'node:net'
 import t from 'tap'
 import { SMTPServer } from 'smtp-server'
 import { startHarness, type TestTenant } from '../helpers/harness.ts'
+import { sleep, waitFor } from '../helpers/wait.ts'
 import { makePlayer, send, waitForStatus } from './delivery-helpers.ts'
 
 const HANGING_BRANDS = 16
@@ -28,16 +29,6 @@ const EMAILS_PER_BRAND = 128
 /** nodemailer's greetingTimeout for a brand's SMTP pool (channels/email.ts). */
 const SMTP_GREETING_TIMEOUT_MS = 10_000
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
-async function waitFor<T>(what: string, fn: () => T | Promise<T>, timeoutMs: number): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await fn()
-    if (value) return value as NonNullable<T>
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(50)
-  }
-}
 
 // Retries an hour away: a failed email does not come back during the test.
 const h = await startHarness(t, { env: { WEBHOOK_ALLOW_PRIVATE: 'true', DELIVERY_RETRY_DELAYS: '3600,3600,3600,3600' } })

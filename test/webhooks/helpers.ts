@@ -64,15 +64,4 @@ export async function startReceiver(t: { teardown(fn: () => unknown): void }): P
   }
 }
 
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
-
-/** Polls until fn returns a truthy value (returned), or throws after timeoutMs. */
-export async function waitFor<T>(what: string, fn: () => T | Promise<T>, timeoutMs = 15_000): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await fn()
-    if (value) return value as NonNullable<T>
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(50)
-  }
-}
+export { sleep, waitFor } from '../helpers/wait.ts'
