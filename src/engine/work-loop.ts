@@ -379,6 +379,7 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
       for (const [key, n] of keysHeld) if (n >= maxPerKey(key) && !limitedKeys.has(key)) saturated.push(key)
       const limited: string[] = []
       const caps: number[] = []
+      let capped = 0
       for (const [key, held] of limitedKeys) {
         const max = maxPerKey(key)
         if (max > held) {
@@ -389,23 +390,22 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
         }
         saturated.push(key)
         const n = keysHeld.get(key) ?? 0
-        const cap = Math.min(max - n, room - caps.reduce((a, b) => a + b, 0))
+        const cap = Math.min(max - n, room - capped)
         if (cap > 0 && (limitedIdleUntil.get(key) ?? 0) <= Date.now()) {
           limited.push(key)
           caps.push(cap)
+          capped += cap
         }
       }
       const token = `${owner}:${++claimNumber}`
       // The limited keys' few rows first, out of the room: a general claim that fills it (other keys'
       // backlogs) would otherwise leave them out for as long as the backlogs last, and a failing key
       // leaves that state only by a call that succeeds.
-      const rows = limited.length ? await claimDuePerKey<Row>(opts.sql, opts.queue, { keys: limited, caps, leaseMs: opts.leaseMs, owner: token }) : []
-      if (limited.length) {
-        const found = new Set(rows.map((row) => opts.keyOf(row)))
-        for (const key of limited) {
-          if (found.has(key)) limitedIdleUntil.delete(key)
-          else limitedIdleUntil.set(key, Date.now() + LIMITED_IDLE_MS)
-        }
+      const rows = await claimDuePerKey<Row>(opts.sql, opts.queue, { keys: limited, caps, leaseMs: opts.leaseMs, owner: token })
+      const found = new Set(rows.map((row) => opts.keyOf(row)))
+      for (const key of limited) {
+        if (found.has(key)) limitedIdleUntil.delete(key)
+        else limitedIdleUntil.set(key, Date.now() + LIMITED_IDLE_MS)
       }
       const rest = room - rows.length
       const general = rest > 0 ? await claimDue<Row>(opts.sql, opts.queue, { limit: rest, leaseMs: opts.leaseMs, owner: token, excludeKeys: saturated }) : []
