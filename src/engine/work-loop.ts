@@ -136,7 +136,7 @@ export async function claimDue<Row>(
 /**
  * Claims, for each of `keys`, up to its `caps` entry of its due rows, oldest due first, skipping locked
  * rows, leased as claimDue does: for keys left out of claimDue's general claim because their limits fell
- * (failingKeys), so a few of their rows keep being tried without their backlog filling the claim.
+ * (WorkLoop.failed), so a few of their rows keep being tried without their backlog filling the claim.
  */
 export async function claimDuePerKey<Row>(
   sql: Sql,
@@ -188,6 +188,20 @@ export interface WorkLoopOptions<Row> {
   maxPerKey?: number | ((key: string) => number)
   /** Rows held in memory over all keys (default 2 × global concurrency). */
   maxInMemory?: number
+  /**
+   * Rows a failing key may hold in memory (running + waiting). Set, the handler reports each call's
+   * result (`failed` / `succeeded`), and a key whose last call in this process failed gets one call at
+   * a time and this many rows until a call succeeds. Remote ends hanging until their timeout would
+   * otherwise each take their key's full share of the loop's slots and memory, and a few of them all of
+   * it, stalling every other tenant's work for as long as they hang.
+   */
+  failingHeld?: number
+  /**
+   * A failing key's waits: before its due rows are looked for again after a claim found none (doubled
+   * each time up to idleMaxMs), and how long it is remembered with nothing due and nothing in memory
+   * (defaults 2 s, 30 s, 2 h; tests shorten them).
+   */
+  failingTimes?: { idleMs: number; idleMaxMs: number; forgetMs: number }
   idleIntervalMs?: number
   /**
    * ctx.metrics: the loop then reports its queue under its name (depth and oldest due item's age, read
@@ -238,38 +252,16 @@ export interface WorkLoop<Row> {
    */
   whenRoom(fn: () => void): void
   /**
-   * Hands back to the table the rows of one key waiting in memory beyond `keep` (running ones count): for
-   * a key whose limits just fell, so its backlog does not hold the memory other keys could use. Until its
-   * maxPerKey is above `keep` again, the key is left out of the general claim (whose oldest-first rows
-   * would be its backlog again at once) and claimed apart, up to its limit.
+   * The key's call failed (with `failingHeld` set): from now on one call at a time, and the rows it holds
+   * in memory beyond `failingHeld` go back to the table for other keys to use. Until a call succeeds, the
+   * key is left out of the general claim (whose oldest-first rows would be its backlog again at once) and
+   * claimed apart, a few rows at a time (claimDuePerKey).
    */
-  shed(key: string, keep: number): void
+  failed(key: string): void
+  /** The key's call succeeded: its normal limits again. */
+  succeeded(key: string): void
   wake(): void
   stop(): Promise<void>
-}
-
-/**
- * Keys (a webhook endpoint, a brand's channel) whose last call in this process failed: such a key gets one
- * call at a time and holds `held` rows in memory until a call succeeds. Remote ends hanging until their
- * timeout would otherwise each take their key's full share of the loop's slots and memory, and a few of
- * them all of it, stalling every other tenant's work for as long as they hang. Use `concurrency` and
- * `maxPerKey` in the loop's options, and report each call's result.
- */
-export function failingKeys(held: number) {
-  const keys = new Set<string>()
-  return {
-    concurrency: (key: string, normal: number) => (keys.has(key) ? 1 : normal),
-    maxPerKey: (key: string, normal: number) => (keys.has(key) ? held : normal),
-    succeeded(key: string) {
-      keys.delete(key)
-    },
-    /** The first failure hands back to the table what the key holds beyond `held`, for other keys to use. */
-    failed(key: string, loop: Pick<WorkLoop<unknown>, 'shed'>) {
-      if (keys.has(key)) return
-      keys.add(key)
-      loop.shed(key, held)
-    },
-  }
 }
 
 export interface Reservation {
@@ -288,26 +280,37 @@ export interface Reservation {
  */
 const STARVED_WAKE_MS = 50
 
-/** How long a limited key whose claim found nothing due waits before it is looked for again. */
-const LIMITED_IDLE_MS = 2000
+/**
+ * How long a failing key whose claim found nothing due waits before it is looked for again: doubled at
+ * each empty claim up to the cap. The claim walks the due rows looking for its key (the due index has
+ * no key), so keys with nothing due (retries later, a deleted endpoint) must not walk them every step.
+ */
+const FAILING_IDLE_MS = 2000
+const FAILING_IDLE_MAX_MS = 30_000
+/**
+ * A failing key with nothing due and nothing in memory for this long is forgotten (normal limits): a
+ * deleted endpoint or brand is not remembered forever. Longer than the longest default retry delay (1 h),
+ * so a dead endpoint stays failing across its retries.
+ */
+const FAILING_FORGET_MS = 2 * 3600_000
 
 export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
   const owner = `${process.pid}-${randomUUID()}`
   const global = Math.max(1, opts.globalConcurrency ?? 64)
   const perKeyDefault = typeof opts.perKeyConcurrency === 'number' ? opts.perKeyConcurrency : 1
+  const perKeyOpt = opts.perKeyConcurrency ?? 1
   const maxPerKeyOpt = opts.maxPerKey ?? 4 * Math.max(1, perKeyDefault)
-  const maxPerKey = (key: string) => (typeof maxPerKeyOpt === 'function' ? maxPerKeyOpt(key) : maxPerKeyOpt)
+  const failingHeld = Math.max(1, opts.failingHeld ?? 1)
+  const failingTimes = opts.failingTimes ?? { idleMs: FAILING_IDLE_MS, idleMaxMs: FAILING_IDLE_MAX_MS, forgetMs: FAILING_FORGET_MS }
+  // Keys whose last call failed (see `failed`), left out of the general claim and claimed apart, a few
+  // rows each: when to look for their due rows next, how long that wait was, since when none were found.
+  const failing = new Map<string, { idleUntil: number; idleMs: number; quietSince: number }>()
+  const perKeyConcurrency = (key: string) => (failing.has(key) ? 1 : typeof perKeyOpt === 'function' ? perKeyOpt(key) : perKeyOpt)
+  const maxPerKey = (key: string) => (failing.has(key) ? failingHeld : typeof maxPerKeyOpt === 'function' ? maxPerKeyOpt(key) : maxPerKeyOpt)
   const maxInMemory = opts.maxInMemory ?? 2 * global
   const claims = new WeakMap<object, { token: string; at: number }>()
   let claimNumber = 0
   const keysHeld = new Map<string, number>()
-  // Keys whose limits fell (shed), with the number they may hold: left out of the general claim, whose
-  // oldest-first rows would otherwise be theirs again at once, and claimed a few rows each instead
-  // (claimDuePerKey). A key leaves once its maxPerKey is above that number again.
-  const limitedKeys = new Map<string, number>()
-  // When a limited key whose claim found nothing due is tried again: the claim walks the due rows in due
-  // order looking for its key (no index has the key), so a key with none due would walk them all each step.
-  const limitedIdleUntil = new Map<string, number>()
   // Set when a step found the pool full, so the first slot that frees up triggers the next claim.
   let full = false
   // When the last claim left keys out and found nothing (see STARVED_WAKE_MS), and a wake put off since.
@@ -326,7 +329,7 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
   metrics?.registerQueue(opts.name, () => queueDepth(opts.sql, opts.queue))
 
   const pool = createActorPool<Row>({
-    perKeyConcurrency: opts.perKeyConcurrency,
+    perKeyConcurrency,
     globalConcurrency: global,
     async handle(key, row) {
       try {
@@ -376,36 +379,41 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
         return false
       }
       const saturated: string[] = []
-      for (const [key, n] of keysHeld) if (n >= maxPerKey(key) && !limitedKeys.has(key)) saturated.push(key)
+      for (const [key, n] of keysHeld) if (n >= maxPerKey(key) && !failing.has(key)) saturated.push(key)
       const limited: string[] = []
       const caps: number[] = []
       let capped = 0
-      for (const [key, held] of limitedKeys) {
-        const max = maxPerKey(key)
-        if (max > held) {
-          limitedKeys.delete(key)
-          limitedIdleUntil.delete(key)
-          if ((keysHeld.get(key) ?? 0) >= max) saturated.push(key)
+      const before = Date.now()
+      for (const [key, f] of failing) {
+        const n = keysHeld.get(key) ?? 0
+        if (!n && f.quietSince && before - f.quietSince >= failingTimes.forgetMs) {
+          failing.delete(key)
           continue
         }
         saturated.push(key)
-        const n = keysHeld.get(key) ?? 0
-        const cap = Math.min(max - n, room - capped)
-        if (cap > 0 && (limitedIdleUntil.get(key) ?? 0) <= Date.now()) {
+        const cap = Math.min(failingHeld - n, room - capped)
+        if (cap > 0 && f.idleUntil <= before) {
           limited.push(key)
           caps.push(cap)
           capped += cap
         }
       }
       const token = `${owner}:${++claimNumber}`
-      // The limited keys' few rows first, out of the room: a general claim that fills it (other keys'
+      // The failing keys' few rows first, out of the room: a general claim that fills it (other keys'
       // backlogs) would otherwise leave them out for as long as the backlogs last, and a failing key
       // leaves that state only by a call that succeeds.
       const rows = await claimDuePerKey<Row>(opts.sql, opts.queue, { keys: limited, caps, leaseMs: opts.leaseMs, owner: token })
       const found = new Set(rows.map((row) => opts.keyOf(row)))
       for (const key of limited) {
-        if (found.has(key)) limitedIdleUntil.delete(key)
-        else limitedIdleUntil.set(key, Date.now() + LIMITED_IDLE_MS)
+        const f = failing.get(key)
+        if (!f) continue
+        if (found.has(key)) {
+          f.idleMs = f.idleUntil = f.quietSince = 0
+        } else {
+          f.idleMs = Math.min(failingTimes.idleMaxMs, Math.max(failingTimes.idleMs, 2 * f.idleMs))
+          f.idleUntil = Date.now() + f.idleMs
+          f.quietSince ||= before
+        }
       }
       const rest = room - rows.length
       const general = rest > 0 ? await claimDue<Row>(opts.sql, opts.queue, { limit: rest, leaseMs: opts.leaseMs, owner: token, excludeKeys: saturated }) : []
@@ -471,15 +479,19 @@ export function startWorkLoop<Row>(opts: WorkLoopOptions<Row>): WorkLoop<Row> {
     whenRoom(fn) {
       roomWaiters.add(fn)
     },
-    shed(key, keep) {
-      limitedKeys.set(key, keep)
-      limitedIdleUntil.delete(key)
-      const dropped = pool.shed(key, keep)
+    failed(key) {
+      if (failing.has(key)) return
+      failing.set(key, { idleUntil: 0, idleMs: 0, quietSince: 0 })
+      // What it holds beyond its new limit goes back to the table, for other keys to use.
+      const dropped = pool.shed(key, failingHeld)
       if (!dropped.length) return
       const n = (keysHeld.get(key) ?? dropped.length) - dropped.length
       if (n <= 0) keysHeld.delete(key)
       else keysHeld.set(key, n)
       void handBack(dropped).then(() => started.wake())
+    },
+    succeeded(key) {
+      failing.delete(key)
     },
     wake() {
       const wait = starvedAt + STARVED_WAKE_MS - Date.now()

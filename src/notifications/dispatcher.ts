@@ -10,7 +10,7 @@ import postgres from 'postgres'
 import type { BackgroundService } from '../app.ts'
 import type { AppContext } from '../context.ts'
 import { createBatcher } from '../engine/batcher.ts'
-import { confirmLease, failingKeys, startWorkLoop, type Lease, type QueueTable } from '../engine/work-loop.ts'
+import { confirmLease, startWorkLoop, type Lease, type QueueTable } from '../engine/work-loop.ts'
 import { createOutboundHttp } from '../lib/outbound-http.ts'
 import { createEmailChannel } from './channels/email.ts'
 import type { Outcome } from './channels/outcome.ts'
@@ -409,13 +409,12 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
     }
     // A call to retry (a timeout, a refused connection, an error status) slows its brand's channel down to
     // one call at a time; an answer of any kind from the other end (delivered, bounced, refused) ends that.
-    if (outcome.kind === 'retry') failing.failed(row.dispatch_key, loop)
-    else if (outcome.kind !== 'unsent') failing.succeeded(row.dispatch_key)
+    if (outcome.kind === 'retry') loop.failed(row.dispatch_key)
+    else if (outcome.kind !== 'unsent') loop.succeeded(row.dispatch_key)
     await recording.add({ row, lease, prepared, outcome })
   }
 
   const perKeyOf = (key: string) => PER_KEY[key.slice(0, key.indexOf(':')) as Channel] ?? 4
-  const failing = failingKeys(FAILING_KEY_HELD)
   const loop = startWorkLoop<QueueRow>({
     name: QUEUE_NAME,
     sql,
@@ -424,11 +423,13 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
     keyOf: (row) => row.dispatch_key,
     handle,
     leaseMs: LEASE_MS,
-    perKeyConcurrency: (key) => failing.concurrency(key, perKeyOf(key)),
+    perKeyConcurrency: perKeyOf,
     globalConcurrency: 1024,
     // Four times what a key may have in hand, at most 512: a dead bot or push service holds 32 or 64
     // messages in memory, not 512 of the 2,048 every brand and channel share.
-    maxPerKey: (key) => failing.maxPerKey(key, Math.min(512, 4 * perKeyOf(key))),
+    maxPerKey: (key) => Math.min(512, 4 * perKeyOf(key)),
+    // A brand's channel whose last call failed (timed out, refused): one call at a time, two messages held.
+    failingHeld: FAILING_KEY_HELD,
     maxInMemory: 2048,
     idleIntervalMs: 500,
     // Depth, oldest due message's age and attempts on /metrics (queue "delivery").

@@ -8,7 +8,7 @@
 import type { BackgroundService } from '../app.ts'
 import type { AppContext } from '../context.ts'
 import { randomUUID } from 'node:crypto'
-import { confirmLease, failingKeys, startTicker, startWorkLoop, type Lease, type QueueTable, type WorkLoop } from '../engine/work-loop.ts'
+import { confirmLease, startTicker, startWorkLoop, type Lease, type QueueTable, type WorkLoop } from '../engine/work-loop.ts'
 import { createBatcher } from '../engine/batcher.ts'
 import { tableQueueProbe } from '../lib/metrics.ts'
 import { createOutboundHttpOnWorker, OutboundTimeoutError } from '../lib/outbound-http.ts'
@@ -82,8 +82,6 @@ export function startWebhookService(ctx: AppContext): BackgroundService {
   // The HTTP exchanges on a worker thread: they were ~40 % of a busy sender's main thread.
   const http = createOutboundHttpOnWorker({ connectionsPerTarget: PER_ENDPOINT_CONCURRENCY })
   const endpoints = endpointCache(ctx)
-  // Endpoints whose last attempt in this process failed: one attempt at a time until one succeeds.
-  const failing = failingKeys(FAILING_ENDPOINT_HELD)
   const resolve = cachingResolver(systemResolver)
   // An attempt takes at most the timeout plus a few queries; a crashed process's rows are retried after this.
   const leaseMs = config.webhookTimeoutMs + 5000
@@ -162,8 +160,8 @@ export function startWebhookService(ctx: AppContext): BackgroundService {
     await outcomes.add(outcome)
     ctx.metrics?.outcome('webhook', outcome.status === 'pending' ? 'retrying' : outcome.status)
     if (!ok) ctx.metrics?.queueFailure('webhook-dispatch')
-    if (ok) failing.succeeded(endpoint.id)
-    else failing.failed(endpoint.id, dispatch)
+    if (ok) dispatch.succeeded(endpoint.id)
+    else dispatch.failed(endpoint.id)
     if (ok && endpoint.failing) {
       endpoint.failing = false
       await q.noteEndpointSuccess(sql, endpoint.id)
@@ -196,9 +194,11 @@ export function startWebhookService(ctx: AppContext): BackgroundService {
     keyOf: (row) => row.endpoint_id,
     handle: attempt,
     leaseMs,
-    perKeyConcurrency: (endpointId) => failing.concurrency(endpointId, PER_ENDPOINT_CONCURRENCY),
+    perKeyConcurrency: PER_ENDPOINT_CONCURRENCY,
     globalConcurrency: GLOBAL_CONCURRENCY,
-    maxPerKey: (endpointId) => failing.maxPerKey(endpointId, 4 * PER_ENDPOINT_CONCURRENCY),
+    maxPerKey: 4 * PER_ENDPOINT_CONCURRENCY,
+    // An endpoint whose last attempt in this process failed: one attempt at a time until one succeeds.
+    failingHeld: FAILING_ENDPOINT_HELD,
     maxInMemory: 4 * GLOBAL_CONCURRENCY,
     idleIntervalMs: ctx.pg.kind === 'pglite' ? 250 : 1000,
     metrics: ctx.metrics,

@@ -178,6 +178,61 @@ t.test('work loop', async (t) => {
     await loop.stop()
     await sql`delete from ${sql(name)}`
   })
+  t.test('a failing key: one call at a time and its backlog handed back; normal again after a success, or when long quiet', async (t) => {
+    let mode: 'fail' | 'ok' | 'silent' = 'fail'
+    let running = 0
+    let most = 0
+    const loop: ReturnType<typeof startWorkLoop<Job>> = startWorkLoop<Job>({
+      name: 'failing',
+      sql,
+      log,
+      queue,
+      leaseMs: 30_000,
+      idleIntervalMs: 10,
+      perKeyConcurrency: 4,
+      maxPerKey: 8,
+      failingHeld: 2,
+      failingTimes: { idleMs: 20, idleMaxMs: 40, forgetMs: 150 },
+      keyOf: (row) => row.k,
+      async handle(row, lease) {
+        most = Math.max(most, ++running)
+        await sleep(15)
+        running--
+        // The call's result, as a dispatcher reports it (silent: no answer either way, like an unsent row).
+        if (mode === 'fail') loop.failed(row.k)
+        else if (mode === 'ok') loop.succeeded(row.k)
+        await sql`update ${sql(name)} set done = true where id = ${row.id} and owner = ${lease.owner}`
+      },
+    })
+    t.teardown(() => loop.stop())
+    const batch = async (n: number) => {
+      await sql`insert into ${sql(name)} (k, n) select 'dead', i from generate_series(1, ${n}) i`
+      loop.wake()
+      await untilAllDone()
+    }
+    await batch(4)
+    t.equal(most, 4, 'a healthy key runs its concurrency')
+    // It failed: from now on one call at a time; what it held beyond 2 went back to the table.
+    most = 0
+    await batch(12)
+    t.equal(most, 1, 'failing: one call at a time')
+    mode = 'ok'
+    await batch(1)
+    most = 0
+    await batch(12)
+    t.equal(most, 4, 'a success gives the key its concurrency back')
+    mode = 'fail'
+    await batch(2)
+    mode = 'silent'
+    // Nothing due and nothing in hand for longer than failingForgetMs: forgotten, without any success.
+    await sleep(300)
+    most = 0
+    await batch(12)
+    t.equal(most, 4, 'a failing key long quiet is forgotten')
+    await loop.stop()
+    t.equal(await notDone(), 0)
+    await sql`delete from ${sql(name)}`
+  })
   t.test('whenRoom calls a waiting producer once, when a held row is done', async (t) => {
     await sql`insert into ${sql(name)} (k, n) values ('busy', 1)`
     const { loop, handled, release } = busyKeyLoop('room', 20)

@@ -3,7 +3,7 @@
 // for their timeout. A brand's channel is one key of the work loop (`email:<brand id>`). An email key
 // may have 64 calls in hand and hold 256 rows in memory. The whole loop has 1,024 slots and 2,048 rows.
 // After a call of a key ends in `retry`, the key gets one call at a time and holds two rows until a call
-// succeeds (failingKeys in src/engine/work-loop.ts), claimed apart from the other keys (claimDuePerKey).
+// succeeds (the work loop's failingHeld, src/engine/work-loop.ts), claimed apart from the other keys (claimDuePerKey).
 //
 // Email is the cheapest channel to overfill the loop with: 16 brands x 64 calls take all 1,024 slots.
 // Telegram (8 per key) would need 128 brands and push (16 per key) 64. Each brand gets 128 emails: 64 in
