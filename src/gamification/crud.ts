@@ -26,6 +26,8 @@ export interface ResourceDef<Out> {
   check?(record: Row): FieldError[]
   /** References to other resources of the brand (reward currencies, badges, bonuses), on the complete record. */
   checkRefs?(sql: Sql, record: Row, brandId: string): Promise<FieldError[]>
+  /** A patch's change from the stored row: throws when it is not allowed (a status that is final). */
+  checkChange?(current: Row, merged: Row): void
 }
 
 // postgres.js's helper types want `any` values; every value here is a validated request field.
@@ -132,6 +134,7 @@ export async function patchRow<Out>(
     const merged: Row = { ...current }
     for (const column of columns) merged[column] = input.fields[column]
     runChecks(def, merged)
+    def.checkChange?.(current, merged)
     await runRefChecks(tx as unknown as Sql, def, merged, current.brand_id as string)
     const [updated] = await tx<Row[]>`
       update ${tx(def.table)} set ${tx(row, columns)}, updated_at = now()

@@ -283,7 +283,8 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
         credit.amount = 0
         return 0
       }
-      const back = credit.amount > 0 ? Math.min(credit.amount, max) : credit.amount
+      // A GGR tournament's win was credited a negative score: its rollback takes back up to -max.
+      const back = credit.amount > 0 ? Math.min(credit.amount, max) : Math.max(credit.amount, -max)
       credit.amount -= back
       return back
     }
@@ -446,7 +447,7 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
       for (const h of hits) {
         let d = h.delta
         if (h.rollback) {
-          const back = takeBack(h, player, null)
+          const back = takeBack(h, player, null, h.delta > 0 ? h.delta : undefined)
           if (back === 0) continue
           d = -back
           // count/sum metrics never go below 0 through a rollback
@@ -454,7 +455,9 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
         } else remember(h, player, d, null)
         if (d === 0) continue
         score += d
-        reached = h.e.eventTime
+        // When the score was reached, for ties: the latest event counted, by its own time (an event
+        // arriving late does not make a score look reached earlier).
+        if (h.e.eventTime > reached) reached = h.e.eventTime
         changed = true
       }
       if (!changed) continue

@@ -177,10 +177,14 @@ export function tournamentDelta(g: GameConfig, e: StreamEvent): string | null {
   if (!kind) return null
   if (g.metric === 'bet_amount' || g.metric === 'bet_count') { if (kind !== 'bet') return null }
   else if (g.metric === 'win_amount') { if (kind !== 'win') return null }
-  // A rollback takes back what its round was credited (the engine's round credits), whatever it carries:
-  // it may come without the game, provider or currency of the bet or win it cancels.
-  if (t === 'bet_rollback' || t === 'win_rollback') return '0'
   const f = e.fields
+  // A rollback takes back what its round was credited (the engine's round credits), whatever filters it
+  // meets: it may come without the game, provider or currency of the bet or win it cancels. At most, as
+  // §1 says, a count's 1 or a sum its own amount ('0': no amount, the whole credit).
+  if (t === 'bet_rollback' || t === 'win_rollback') {
+    if (g.metric === 'bet_count') return '1'
+    return typeof f.amount === 'string' && !f.amount.startsWith('-') ? f.amount : '0'
+  }
   const inList = (list: string[] | undefined, v: unknown) => !list || (typeof v === 'string' && list.includes(v))
   if (!inList(g.games, f.game) || !inList(g.providers, f.provider) || !inList(g.categories, f.category)) return null
   if (g.currency && String(f.currency ?? '').toUpperCase() !== g.currency.toUpperCase()) return null

@@ -1,6 +1,7 @@
 // Tournament definitions, stored through the generic definition store. Participants, scoring and
 // leaderboards come with the tournament engine.
 import { endsAfterStarts, type ResourceDef } from '../gamification/crud.ts'
+import { badRequest } from '../errors.ts'
 import { iso } from '../lib/rows.ts'
 import { checkTournament, tournamentRefs } from '../gamification/validation.ts'
 import type { Tournament } from './schemas.ts'
@@ -26,4 +27,11 @@ export const tournaments: ResourceDef<Tournament> = {
   }),
   check: (record) => [...endsAfterStarts(record), ...checkTournament(record)],
   checkRefs: tournamentRefs,
+  // An ended tournament's ranks are final and its prizes granted once (contract-engines §5): set active
+  // again, its next end would grant them a second time. Every other move is free.
+  checkChange(current, merged) {
+    if (current.status === 'ended' && merged.status !== 'ended') {
+      throw badRequest(`tournament status cannot move from 'ended' to '${String(merged.status)}'`, { from: 'ended', to: merged.status, allowed: [] })
+    }
+  },
 }
