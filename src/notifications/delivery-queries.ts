@@ -241,7 +241,7 @@ export async function markInFlight(
   if (!rows.length) return new Map()
   const marked = await sql<{ id: string; attempts: number }[]>`
     update notifications n set sent_at = now(), attempts = n.attempts + 1, rendered = x.rendered::jsonb,
-      links = array(select jsonb_array_elements_text(x.links::jsonb)), updated_at = now()
+      links = array(select jsonb_array_elements_text(x.links::jsonb)), paused_wait = false, updated_at = now()
     from unnest(${rows.map((r) => r.id)}::uuid[], ${rows.map((r) => r.owner)}::text[],
                 ${rows.map((r) => JSON.stringify(r.rendered))}::text[],
                 ${rows.map((r) => JSON.stringify(r.links))}::text[])

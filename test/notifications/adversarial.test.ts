@@ -13,7 +13,8 @@ import { ingest, makePlayer, send, waitForStatus, startSmtpReceiver } from './de
 const h = await startHarness(t, { env: { WEBHOOK_ALLOW_PRIVATE: 'true', DELIVERY_RETRY_DELAYS: '0,0,0,0', INGEST_ACK_AFTER: 'postgres' } })
 const ctx = h.app.ctx
 
-// --- A Bot API: chat ids starting with 9 ("slow") answer 429 with retry_after 2 on their first call -----------------
+// --- A Bot API: chat ids starting with 9 ("slow") answer 429 with retry_after 2 on their first call ---------------
+// (8: on their first two, the second with retry_after 60)
 
 const TOKEN = '424242:AAAdversarialBotToken_x'
 const botCalls: { chat_id: string; text: string }[] = []
@@ -29,6 +30,12 @@ const bot = createServer((req: IncomingMessage, res) => {
     if (String(body.chat_id).startsWith('9') && !limited.has(body.chat_id)) {
       limited.add(body.chat_id)
       return reply(429, { ok: false, error_code: 429, description: 'Too Many Requests: retry after 2', parameters: { retry_after: 2 } })
+    }
+    // Chat ids starting with 8: refused twice, the second time for a minute.
+    const refusals = callsTo(body.chat_id).length
+    if (String(body.chat_id).startsWith('8') && refusals <= 2) {
+      const after = refusals === 1 ? 1 : 60
+      return reply(429, { ok: false, error_code: 429, description: `Too Many Requests: retry after ${after}`, parameters: { retry_after: after } })
     }
     return reply(200, { ok: true, result: { message_id: botCalls.length } })
   })
@@ -49,9 +56,9 @@ async function telegramTenant() {
 
 let chats = 0
 /** A player with Telegram consent and a chat id (a "slow" one is refused with 429 once). */
-async function telegramPlayer(tenant: TestTenant, slow: boolean, o: Parameters<typeof makePlayer>[2] = {}) {
+async function telegramPlayer(tenant: TestTenant, slow: boolean | 'twice', o: Parameters<typeof makePlayer>[2] = {}) {
   const p = await makePlayer(h, tenant, { consent: ['telegram'], ...o })
-  const chatId = `${slow ? 9 : 1}${process.pid}${String(++chats).padStart(4, '0')}`
+  const chatId = `${slow === 'twice' ? 8 : slow ? 9 : 1}${process.pid}${String(++chats).padStart(4, '0')}`
   await must(h.request('PUT', `/players/${p.id}/telegram`, { key: tenant.key, body: { chat_id: chatId } }), 200)
   return { ...p, chatId }
 }
@@ -125,6 +132,38 @@ t.test("a paused campaign's message waiting for its retry goes out at once on re
   // docs/campaigns.md: "the resume makes them due at once, checked again then".
   const n = await waitForStatus(h, tenant, id, ['delivered', 'suppressed', 'failed'], 3000).catch(() => undefined)
   t.equal(n?.status, 'delivered', 'delivered right after the resume')
+})
+
+t.test('a message sent after a resume and refused again keeps its new retry delay through the next pause and resume', async (t) => {
+  const tenant = await telegramTenant()
+  const c = await createCampaign(h, tenant, {
+    type: 'triggered', channels: ['telegram'],
+    config: { templates: { telegram: await template(h, tenant, 'telegram', { name: 'tg-promo-2' }) }, trigger: { event_type: 'deposit' } },
+  })
+  await move(h, tenant, c.id, 'running')
+  const p = await telegramPlayer(tenant, 'twice')
+  await ingest(h, tenant, [{ player_id: p.externalId, event_type: 'deposit', payload: { amount: 10, currency: 'EUR' } }])
+  await ctx.stream!.idle()
+  let id = ''
+  await untilTrue(async () => {
+    id = (await ctx.sql<{ id: string }[]>`select id from notifications where campaign_id = ${c.id}`)[0]?.id ?? ''
+    return id !== ''
+  })
+  await waitingForRetry(id)
+  await move(h, tenant, c.id, 'paused')
+  await untilTrue(async () => (await row(id)).due_at.getTime() > Date.now() + 60_000, 8000)
+  await move(h, tenant, c.id, 'running')
+  // Sent at once, refused again: now it waits out the bot's retry_after of 60 s (attempts counts the send
+  // before the call, so wait for the refusal's retry time itself).
+  await untilTrue(async () => (await row(id)).attempts === 2 && (await row(id)).due_at.getTime() > Date.now() + 30_000)
+  t.equal(callsTo(p.chatId).length, 2)
+  await move(h, tenant, c.id, 'paused')
+  await move(h, tenant, c.id, 'running')
+  await new Promise((r) => setTimeout(r, 1000))
+  const r = await row(id)
+  t.equal(r.status, 'queued', 'still waiting for its retry')
+  t.ok(r.due_at.getTime() > Date.now() + 30_000, 'the resume left its retry delay alone')
+  t.equal(callsTo(p.chatId).length, 2, 'the bot was not called before retry_after')
 })
 
 t.test('frequency cap "any" counts marketing across channels, in the same day', async (t) => {
