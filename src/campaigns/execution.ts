@@ -11,9 +11,10 @@ import { insertOutbox } from '../lib/outbox.ts'
 import { memberCondition } from '../segments/queries.ts'
 import { controlPercentOf, controlSql } from './control-group.ts'
 import type { Sql } from './queries.ts'
-import { engineTimes, latestDueTick } from './schedule.ts'
+import { engineTimes, latestDueTick, nextTick } from './schedule.ts'
 import type { CampaignType } from './schemas.ts'
 import { enqueueCampaignSends } from './sends.ts'
+import { computeStats } from './stats.ts'
 import type { CampaignStatus } from './status.ts'
 
 type Deps = Pick<AppContext, 'sql' | 'log' | 'clock' | 'delivery'>
@@ -126,11 +127,15 @@ async function complete(tx: Sql, c: Pick<EngineCampaign, 'id' | 'tenant_id' | 'b
   if (!done) return false
   await tx`update campaign_runs set state = 'cancelled', updated_at = now() where campaign_id = ${c.id} and state in ('pending', 'selected')`
   await tx`update campaign_participants set status = 'exited', wake_at = null, updated_at = now() where campaign_id = ${c.id} and status in ('active', 'waiting')`
+  // The stats as they stand at completion (§2: { campaign_id, stats }); messages still queued then are not
+  // yet counted as sent. Stored too, so the list shows the same figures.
+  const stats = (await computeStats(tx, [c.id])).get(c.id)!
+  await tx`update campaigns set stats = ${tx.json(stats as never)} where id = ${c.id}`
   await insertOutbox(tx, {
     tenantId: c.tenant_id,
     brandId: c.brand_id,
     event: 'campaign.completed',
-    data: { campaign_id: c.id, type: c.type, brand_id: c.brand_id, reason },
+    data: { campaign_id: c.id, stats, type: c.type, brand_id: c.brand_id, reason },
   })
   return true
 }
@@ -149,6 +154,12 @@ export async function visitCampaign(deps: Deps, campaignId: string): Promise<voi
       c.status = 'running'
       deps.log.info({ campaignId: c.id }, 'campaign started (start_at)')
       await onStatusChange(tx, c, 'scheduled', now)
+      if (c.type === 'recurring' && typeof c.schedule.cron === 'string') {
+        // The tick at start_at (or the first since), which this visit came a little after, runs now; a
+        // visit later than several ticks runs the latest of them, as after any downtime (below).
+        const first = nextTick(c.schedule, new Date(startAt.getTime() - 1))
+        if (first.getTime() <= now.getTime()) c.next_tick_at = first
+      }
     }
     if ((c.status === 'running' || c.status === 'paused') && endAt && endAt <= now) {
       await complete(tx, c, 'end_at')

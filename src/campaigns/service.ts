@@ -115,10 +115,14 @@ export async function updateCampaign(
     const resulting = changes.status ?? current.status
     const ownerKey = { tenantId: owner.tenant_id, brandId: owner.brand_id }
     const now = nowOf(deps)
-    if (resulting === 'scheduled' || resulting === 'running' || resulting === 'paused') {
+    // What it runs on: channels, audience, schedule, config (not its name, nor a pause).
+    const edits = changes.channels !== undefined || changes.target_segment_id !== undefined || changes.schedule !== undefined || changes.config !== undefined
+    const starts = expectedStatus !== undefined && (resulting === 'scheduled' || resulting === 'running')
+    if (starts || (edits && (resulting === 'scheduled' || resulting === 'running' || resulting === 'paused'))) {
       // A move to scheduled/running checks everything for that move; an edit of an active campaign keeps
-      // it runnable (without asking a scheduled start_at to be in the future again).
-      const target = expectedStatus && resulting !== 'paused' ? resulting : 'paused'
+      // it runnable (without asking a scheduled start_at to be in the future again). A pause, or a new
+      // name, is never refused for what became of its references meanwhile (a template deactivated).
+      const target = starts ? resulting : 'paused'
       await assertRunnable(deps.sql, ownerKey, merged, target, now)
     } else if (changes.target_segment_id !== undefined || changes.config !== undefined) {
       await assertReferences(deps.sql, ownerKey, merged)
