@@ -18,7 +18,7 @@ export interface PlayerKeyColumns {
 
 /**
  * Upserts these players (email/phone from registration data), creates missing profiles and queues
- * `player.created` for new players, in (brand_id, external_id) order; the rows stay locked until the
+ * `player.created` for new players and `player.updated` for known ones whose email or phone changed, in (brand_id, external_id) order; the rows stay locked until the
  * transaction ends. Sent at once (`execute`): statements go out in the order they are called.
  */
 export function upsertPlayers(tx: Tx, p: PlayerKeyColumns) {
@@ -26,6 +26,12 @@ export function upsertPlayers(tx: Tx, p: PlayerKeyColumns) {
     with input as (
       select * from unnest(${p.tenant_id}::uuid[], ${p.brand_id}::uuid[], ${p.external_id}::text[], ${p.email}::text[], ${p.phone}::text[])
         as t(tenant_id, brand_id, external_id, email, phone)
+    ), old as (
+      -- The stored email and phone of the players this group may change (only events carrying either:
+      -- most carry neither, and cost no read), to tell player.updated what changed.
+      select p.brand_id, p.external_id, p.email, p.phone from input i
+      join players p on p.brand_id = i.brand_id and p.external_id = i.external_id
+      where i.email is not null or i.phone is not null
     ), up as (
       insert into players (tenant_id, brand_id, external_id, email, phone)
       select tenant_id, brand_id, external_id, email, phone from input order by brand_id, external_id
@@ -35,7 +41,20 @@ export function upsertPlayers(tx: Tx, p: PlayerKeyColumns) {
             updated_at = case when coalesce(excluded.email, players.email) is distinct from players.email
                                 or coalesce(excluded.phone, players.phone) is distinct from players.phone
                               then now() else players.updated_at end
-      returning id, tenant_id, brand_id, external_id, (xmax = 0) as created
+      returning id, tenant_id, brand_id, external_id, email, phone, status, metadata, created_at, updated_at, (xmax = 0) as created
+    ), changed as (
+      select up.*, array_remove(array[case when up.email is distinct from old.email then 'email' end,
+                                      case when up.phone is distinct from old.phone then 'phone' end], null) as fields
+      from up join old on old.brand_id = up.brand_id and old.external_id = up.external_id
+      where not up.created
+    ), upd as (
+      -- The same player.updated as PATCH /players writes (players/service.ts applyChanges).
+      insert into outbox (tenant_id, brand_id, event, data)
+      select tenant_id, brand_id, 'player.updated', jsonb_build_object(
+        'player_id', id, 'external_id', external_id, 'email', email, 'phone', phone, 'status', status,
+        'metadata', coalesce(metadata, '{}'::jsonb), 'created_at', to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+        'updated_at', to_char(updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'changed', to_jsonb(fields))
+      from changed where cardinality(fields) > 0
     ), prof as (
       insert into player_profiles (player_id, tenant_id, brand_id)
       select id, tenant_id, brand_id from up where created
@@ -147,7 +166,7 @@ export function updateProfiles(tx: Tx, knownIds: (string | null)[], p: PlayerCol
     select respin_expect_rows(${p.brand_id.length}, (select count(*) from upd), 'profiles to update')`.execute()
 }
 
-/** Applies status_change events to players.status; a change queues `player.status_changed`. */
+/** Applies status_change events to players.status; a change queues `player.updated` and `player.status_changed`. */
 export function applyStatuses(tx: Tx, s: StatusColumns) {
   return tx<{ changed: string }[]>`
     with d as (
@@ -157,12 +176,19 @@ export function applyStatuses(tx: Tx, s: StatusColumns) {
       update players p set status = d.status, updated_at = now()
       from d join players old on old.brand_id = d.brand_id and old.external_id = d.external_id
       where p.id = old.id and p.status <> d.status
-      returning p.id, p.tenant_id, p.brand_id, p.external_id, old.status as previous_status, d.status, d.reason
+      returning p.id, p.tenant_id, p.brand_id, p.external_id, old.status as previous_status, d.status, d.reason,
+        p.email, p.phone, p.metadata, p.created_at, p.updated_at
     ), ob as (
+      -- As PATCH /players does: player.updated (changed: status), then player.status_changed.
       insert into outbox (tenant_id, brand_id, event, data)
-      select tenant_id, brand_id, 'player.status_changed', jsonb_build_object(
-        'player_id', id, 'external_id', external_id, 'status', status, 'previous_status', previous_status, 'reason', reason)
-      from u
+      select tenant_id, brand_id, e.event, case when e.event = 'player.updated' then jsonb_build_object(
+          'player_id', id, 'external_id', external_id, 'email', email, 'phone', phone, 'status', status,
+          'metadata', coalesce(metadata, '{}'::jsonb), 'created_at', to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+          'updated_at', to_char(updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'changed', jsonb_build_array('status'))
+        else jsonb_build_object(
+          'player_id', id, 'external_id', external_id, 'status', status, 'previous_status', previous_status, 'reason', reason) end
+      from u cross join (values (1, 'player.updated'), (2, 'player.status_changed')) as e(n, event)
+      order by u.id, e.n
     )
     select count(*) as changed from u`.execute()
 }
