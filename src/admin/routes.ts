@@ -32,19 +32,19 @@ const routes: RouteDef[] = [
     method: 'POST', path: '/admin/tenants/:tenantId/brands', operationId: 'adminCreateBrand', tags,
     summary: "Create a brand; the tenant's first brand is its default",
     params: TenantParams, body: CreateBrandBody, responses: { 201: data(Brand) },
-    handler: async (ctx, req) => ({ data: await admin.createBrand(ctx, { tenantId: req.params.tenantId, ...req.body }) }),
+    handler: async (ctx, req) => ({ data: await admin.createBrand(ctx, { ...req.body, tenantId: req.params.tenantId }) }),
   }),
   defineAdminRoute({
     method: 'PATCH', path: '/admin/brands/:brandId', operationId: 'adminUpdateBrand', tags,
     summary: 'Rename, (de)activate, or make a brand the default',
     params: BrandParams, body: UpdateBrandBody, responses: { 200: data(Brand) },
-    handler: async (ctx, req) => ({ data: await admin.updateBrand(ctx, { brandId: req.params.brandId, ...req.body }) }),
+    handler: async (ctx, req) => ({ data: await admin.updateBrand(ctx, { ...req.body, brandId: req.params.brandId }) }),
   }),
   defineAdminRoute({
     method: 'POST', path: '/admin/tenants/:tenantId/keys', operationId: 'adminCreateKey', tags,
     summary: 'Issue an API key (shown once)',
     params: TenantParams, body: CreateKeyBody, responses: { 201: data(CreatedApiKey) },
-    handler: async (ctx, req) => ({ data: await admin.createApiKey(ctx, { tenantId: req.params.tenantId, ...req.body }) }),
+    handler: async (ctx, req) => ({ data: await admin.createApiKey(ctx, { ...req.body, tenantId: req.params.tenantId }) }),
   }),
   defineAdminRoute({
     method: 'GET', path: '/admin/tenants/:tenantId/keys', operationId: 'adminListKeys', tags,
@@ -132,7 +132,7 @@ function audited(def: RouteDef): RouteDef {
         const after = isRead ? undefined : out.data
         let tenantId = spec.tenant?.(req, after, before)
         // A mapping belongs to its brand's tenant.
-        if (def.operationId === 'adminSetEventMapping') tenantId = (await q.selectBrand(sql, req.params?.brandId as string))?.tenant_id
+        if (def.operationId === 'adminSetEventMapping' || def.operationId === 'adminGetEventMapping') tenantId = (await q.selectBrand(sql, req.params?.brandId as string))?.tenant_id
         await recordAudit(sql, {
           ...ADMIN_ACTOR,
           tenantId,

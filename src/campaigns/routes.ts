@@ -17,7 +17,7 @@ export const campaignRoutes: RouteDef[] = [
     query: CampaignListQuery, responses: { 200: CampaignList }, brandScoped: true,
     handler: async (ctx, req) => {
       const brand = await req.resolveBrand()
-      return campaigns.listCampaigns(deps(ctx, req.log), { tenantId: req.principal.tenantId, brandId: brand.id, ...req.query })
+      return campaigns.listCampaigns(deps(ctx, req.log), { ...req.query, tenantId: req.principal.tenantId, brandId: brand.id })
     },
   }),
   defineRoute({
@@ -28,7 +28,7 @@ export const campaignRoutes: RouteDef[] = [
     handler: async (ctx, req) => {
       const brand = await req.resolveBrand()
       const { brand: _hint, ...body } = req.body
-      return { data: await campaigns.createCampaign(deps(ctx, req.log), { tenantId: req.principal.tenantId, brandId: brand.id, ...body }) }
+      return { data: await campaigns.createCampaign(deps(ctx, req.log), { ...body, tenantId: req.principal.tenantId, brandId: brand.id }) }
     },
   }),
   defineRoute({
@@ -69,7 +69,7 @@ export const campaignRoutes: RouteDef[] = [
     params: IdParams, query: ParticipantsQuery, responses: { 200: ParticipantList },
     handler: async (ctx, req) =>
       campaigns.listParticipants(deps(ctx, req.log), {
-        tenantId: req.principal.tenantId, brandId: req.principal.brandId, campaignId: req.params.id, ...req.query,
+        ...req.query, tenantId: req.principal.tenantId, brandId: req.principal.brandId, campaignId: req.params.id,
       }),
   }),
 ]

@@ -25,6 +25,9 @@ interface CompiledRoute {
   query?: Validator
   queryTypes: Record<string, string>
   body?: Validator
+  /** The top-level fields the query and body schemas declare (undefined: any, the schema allows others). */
+  queryKeys?: ReadonlySet<string>
+  bodyKeys?: ReadonlySet<string>
   successStatus: number
   hasBody: boolean
 }
@@ -90,6 +93,8 @@ export function compileRoute(def: RouteDef): CompiledRoute {
     query: compile(def.query),
     queryTypes: scalarTypes(def.query),
     body: compile(def.body),
+    queryKeys: declaredKeys(def.query),
+    bodyKeys: declaredKeys(def.body),
     successStatus: Math.min(...Object.keys(def.responses).map(Number)),
     hasBody: def.method !== 'GET' && def.method !== 'DELETE',
   }
@@ -285,11 +290,11 @@ function invoke(ctx: AppContext, route: CompiledRoute, inc: Incoming, query: Rec
     }
     params = validate(route.params, coerce(raw, route.paramTypes), 'path')
   }
-  const validQuery = route.query ? validate(route.query, coerce(query, route.queryTypes), 'query') : undefined
+  const validQuery = route.query ? onlyDeclared(validate(route.query, coerce(query, route.queryTypes), 'query'), route.queryKeys) : undefined
   let body: unknown
   if (route.body) {
     if (!inc.body || inc.body.length === 0) throw badRequest('request body is required')
-    body = route.def.validateBody === false ? parseJson(inc.body) : validate(route.body, parseJson(inc.body), 'body')
+    body = route.def.validateBody === false ? parseJson(inc.body) : onlyDeclared(validate(route.body, parseJson(inc.body), 'body'), route.bodyKeys)
   }
   const req = new RouteRequest(ctx, inc, query, principal, params, validQuery, body)
   return (route.def.handler as (c: AppContext, r: unknown) => unknown)(ctx, req)
@@ -437,6 +442,24 @@ function coerce(raw: Record<string, unknown>, types: Record<string, string>): Re
     else out[k] = v
   }
   return out
+}
+
+/**
+ * The top-level fields an object schema declares, when it allows no others: the rest of a request's query
+ * or body is dropped before the handler sees it ("unknown fields are ignored"), so a field the schema does
+ * not name (a `tenantId` in a body, say) can never reach, let alone override, what the handler passes on.
+ */
+function declaredKeys(schema: TSchema | undefined): ReadonlySet<string> | undefined {
+  const s = schema as { type?: unknown; properties?: Record<string, unknown>; additionalProperties?: unknown } | undefined
+  if (!s || s.type !== 'object' || !s.properties || (s.additionalProperties !== undefined && s.additionalProperties !== false)) return undefined
+  return new Set(Object.keys(s.properties))
+}
+
+function onlyDeclared(value: unknown, keys: ReadonlySet<string> | undefined): unknown {
+  if (!keys || !value || typeof value !== 'object' || Array.isArray(value)) return value
+  const o = value as Record<string, unknown>
+  for (const k of Object.keys(o)) if (!keys.has(k)) delete o[k]
+  return o
 }
 
 /** Fills defaults, then checks. */

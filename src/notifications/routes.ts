@@ -38,7 +38,7 @@ export const notificationRoutes: RouteDef[] = [
     query: TemplateListQuery, responses: { 200: TemplateList }, brandScoped: true,
     handler: async (ctx, req) => {
       const brand = await req.resolveBrand()
-      return notifications.listTemplates({ sql: ctx.sql, log: req.log }, { tenantId: req.principal.tenantId, brandId: brand.id, ...req.query })
+      return notifications.listTemplates({ sql: ctx.sql, log: req.log }, { ...req.query, tenantId: req.principal.tenantId, brandId: brand.id })
     },
   }),
   defineRoute({
@@ -49,7 +49,7 @@ export const notificationRoutes: RouteDef[] = [
     handler: async (ctx, req) => {
       const brand = await req.resolveBrand()
       const { brand: _hint, ...body } = req.body
-      return { data: await notifications.createTemplate({ sql: ctx.sql, log: req.log }, { tenantId: req.principal.tenantId, brandId: brand.id, ...body }) }
+      return { data: await notifications.createTemplate({ sql: ctx.sql, log: req.log }, { ...body, tenantId: req.principal.tenantId, brandId: brand.id }) }
     },
   }),
   defineRoute({
@@ -197,7 +197,7 @@ notificationRoutes.push(
     summary: "The brand's notifications, newest first", query: NotificationListQuery, responses: { 200: NotificationList }, brandScoped: true,
     handler: async (ctx, req) => {
       const brand = await req.resolveBrand()
-      return engagement.listNotifications(ctx, { tenantId: req.principal.tenantId, brandId: brand.id, ...req.query })
+      return engagement.listNotifications(ctx, { ...req.query, tenantId: req.principal.tenantId, brandId: brand.id })
     },
   }),
   defineRoute({
@@ -209,7 +209,7 @@ notificationRoutes.push(
   defineRoute({
     method: 'GET', path: '/players/:id/inbox', operationId: 'listPlayerInbox', tags: ['inbox'],
     summary: "The player's in-app messages, newest first", params: IdParams, query: InboxQuery, responses: { 200: InboxList },
-    handler: async (ctx, req) => engagement.listInbox(ctx, { ...visibilityOf(req.principal), playerId: req.params.id, ...req.query }),
+    handler: async (ctx, req) => engagement.listInbox(ctx, { ...req.query, ...visibilityOf(req.principal), playerId: req.params.id }),
   }),
   defineRoute({
     method: 'POST', path: '/players/:id/inbox/:notificationId/read', operationId: 'readInboxMessage', tags: ['inbox'],

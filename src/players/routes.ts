@@ -35,7 +35,7 @@ export const playerRoutes: RouteDef[] = [
     query: ListPlayersQuery, responses: { 200: PlayerList }, brandScoped: true,
     handler: async (ctx, req) => {
       const brand = await req.resolveBrand()
-      return players.listPlayers(ctx, { tenantId: req.principal.tenantId, brandId: brand.id, ...req.query })
+      return players.listPlayers(ctx, { ...req.query, tenantId: req.principal.tenantId, brandId: brand.id })
     },
   }),
   defineRoute({
@@ -48,7 +48,7 @@ export const playerRoutes: RouteDef[] = [
     handler: async (ctx, req) => {
       const brand = await req.resolveBrand()
       const { brand: _hint, ...fields } = req.body
-      const { player } = await players.createOrUpdatePlayer(ctx, { tenantId: req.principal.tenantId, brandId: brand.id, ...fields })
+      const { player } = await players.createOrUpdatePlayer(ctx, { ...fields, tenantId: req.principal.tenantId, brandId: brand.id })
       return { data: player }
     },
   }),
@@ -65,7 +65,7 @@ export const playerRoutes: RouteDef[] = [
     summary: 'Update status, email, phone; metadata is shallow-merged',
     params: IdParams, body: UpdatePlayerBody, responses: { 200: data(Player) },
     handler: async (ctx, req) => ({
-      data: await players.updatePlayer(ctx, { tenantId: req.principal.tenantId, brandId: req.principal.brandId, playerId: req.params.id, ...req.body }),
+      data: await players.updatePlayer(ctx, { ...req.body, tenantId: req.principal.tenantId, brandId: req.principal.brandId, playerId: req.params.id }),
     }),
   }),
   defineRoute({

@@ -51,7 +51,7 @@ export const webhookRoutes: RouteDef[] = [
     description:
       '`rotate_secret: true` returns the new `secret` once; the old one keeps signing (a second `webhook-signature`) for 24 hours. `active: true` resumes an endpoint deactivated after 5 days of failures, and its pending deliveries are due at once.',
     params: IdParams, body: UpdateWebhookBody, responses: { 200: data(WebhookEndpointUpdated) },
-    handler: async (ctx, req) => ({ data: await webhooks.updateEndpoint(ctx, { ...visibilityOf(req.principal), id: req.params.id, ...req.body }, { ...actorOf(req), requestId: req.requestId }) }),
+    handler: async (ctx, req) => ({ data: await webhooks.updateEndpoint(ctx, { ...req.body, ...visibilityOf(req.principal), id: req.params.id }, { ...actorOf(req), requestId: req.requestId }) }),
   }),
   defineRoute({
     method: 'DELETE', path: '/webhooks/:id', operationId: 'deleteWebhook', tags,
@@ -64,7 +64,7 @@ export const webhookRoutes: RouteDef[] = [
     summary: "An endpoint's deliveries with their attempts, newest first",
     params: IdParams, query: DeliveryListQuery,
     responses: { 200: Type.Object({ data: Type.Array(Delivery), next_cursor: Type.Union([Type.String(), Type.Null()]) }) },
-    handler: async (ctx, req) => webhooks.listDeliveries(ctx, { ...visibilityOf(req.principal), id: req.params.id, ...req.query }),
+    handler: async (ctx, req) => webhooks.listDeliveries(ctx, { ...req.query, ...visibilityOf(req.principal), id: req.params.id }),
   }),
   defineRoute({
     method: 'POST', path: '/webhooks/:id/ping', operationId: 'pingWebhook', tags,

@@ -172,3 +172,29 @@ t.test('ids in bodies that belong to another tenant are never acted on', async (
     t.same(exp.body.data, [], "a static segment never lists another tenant's player")
   } else t.ok([400, 404].includes(seg.status))
 })
+
+t.test('tenant, brand and id names in a body or query string never override the key\'s tenant or the path', async (t) => {
+  const a = await h.createTenant()
+  const b = await h.createTenant()
+  const va = await seed(a, a.key)
+  const vb = await seed(b, b.key)
+  const theirs = { tenantId: a.id, brandId: a.brand.id, tenant_id: a.id, brand_id: a.brand.id }
+  // Lists: b sees only its own rows, whatever the query names.
+  for (const path of ['/players', '/campaigns', '/notifications/templates', '/notifications']) {
+    const res = await h.request('GET', `${path}?tenantId=${a.id}&brandId=${a.brand.id}&tenant_id=${a.id}`, { key: b.key })
+    t.equal(res.status, 200, path)
+    t.notOk(JSON.stringify(res.body).includes(va.player!) || JSON.stringify(res.body).includes(va.campaign!) || JSON.stringify(res.body).includes(va.template!), `${path}: none of a's rows`)
+  }
+  // Creates land in the key's tenant.
+  const tpl = await h.request('POST', '/notifications/templates', { key: b.key, body: { name: 'mine', channel: 'in_app', body: 'x', ...theirs } })
+  t.equal(tpl.status, 201)
+  t.same(await h.app.ctx.sql`select tenant_id from notification_templates where id = ${tpl.body.data.id}`, [{ tenant_id: b.id }], 'the template is b\'s')
+  const camp = await h.request('POST', '/campaigns', { key: b.key, body: { name: 'mine', type: 'one_shot', channels: ['email'], ...theirs } })
+  t.equal(camp.status, 201)
+  t.same(await h.app.ctx.sql`select tenant_id from campaigns where id = ${camp.body.data.id}`, [{ tenant_id: b.id }], 'the campaign is b\'s')
+  // Updates name the path's resource of the key's tenant: a's player stays as it was.
+  const patch = await h.request('PATCH', `/players/${vb.player!}`, { key: b.key, body: { email: 'moved@example.com', playerId: va.player, id: va.player, ...theirs } })
+  t.equal(patch.status, 200)
+  t.equal(patch.body.data.id, vb.player)
+  t.same(await h.app.ctx.sql`select email from players where id = ${va.player!}`, [{ email: 'a@example.com' }], "a's player untouched")
+})
