@@ -1,12 +1,19 @@
 // `npm run admin -- <command> [options]`: the admin API's operations straight against the database, for
 // bootstrapping an installation before any admin key is in use. Prints JSON; a new key is printed once.
 import { parseArgs } from 'node:util'
+import type { TSchema } from 'typebox'
+import { Compile } from 'typebox/compile'
+import { ADMIN_ACTOR, recordAudit } from '../audit/service.ts'
 import { loadConfig } from '../config.ts'
-import { openBus } from '../db/bus.ts'
+import { openBus, type Bus, type BusTopic } from '../db/bus.ts'
 import { migratePostgres } from '../db/migrate.ts'
-import { openPostgres } from '../db/postgres.ts'
-import { AppError } from '../errors.ts'
+import { openPostgres, type Sql } from '../db/postgres.ts'
+import { AppError, badRequest, notFound } from '../errors.ts'
+import { describeErrors } from '../http/router.ts'
 import { createLogger } from '../lib/log.ts'
+import { isUuid } from '../lib/schemas.ts'
+import * as q from './queries.ts'
+import { CreateBrandBody, CreateKeyBody, CreateTenantBody } from './schemas.ts'
 import * as admin from './service.ts'
 
 const USAGE = `usage: npm run admin -- <command> [options]
@@ -57,7 +64,7 @@ const pg = await openPostgres({ databaseUrl: config.databaseUrl, dataDir: config
 let exitCode = 0
 try {
   await migratePostgres(pg.sql)
-  const bus = await openBus(pg, log, config.databaseUrl)
+  const bus = await openBus(pg, log, config.databaseUrl, { publishOnly: true })
   const deps = { sql: pg.sql, bus }
   const result = await run(deps)
   process.stdout.write(`${JSON.stringify(result, null, 2)}\n`)
@@ -71,35 +78,98 @@ try {
 }
 process.exit(exitCode)
 
+/** The API's own body schemas check the CLI's input: what the API refuses, the CLI refuses. */
+function checked<T>(schema: TSchema, value: T): T {
+  const v = Compile(schema)
+  const candidate = v.Default(value) as T
+  if (!v.Check(candidate)) throw badRequest('invalid options', { errors: describeErrors(v, candidate, 'body') })
+  return candidate
+}
+
+/** An id option: a value that is no UUID names nothing (as a path id in the API: 404). */
+function needId(name: 'tenant' | 'id', what: string): string {
+  const value = need(name)
+  if (!isUuid(value)) throw notFound(what)
+  return value
+}
+
 async function run(deps: admin.AdminDeps): Promise<unknown> {
   switch (command) {
-    case 'bootstrap': {
-      const tenant = await admin.createTenant(deps, { name: need('name') })
-      const brandSlug = values.brand ?? 'main'
-      const brand = await admin.createBrand(deps, { tenantId: tenant.id, name: brandSlug, slug: brandSlug })
-      const key = await admin.createApiKey(deps, { tenantId: tenant.id, name: 'bootstrap' })
-      return { tenant, brand, key }
-    }
+    case 'bootstrap':
+      return audited(deps, async (d, audit) => {
+        const tenant = await admin.createTenant(d, checked(CreateTenantBody, { name: need('name') }))
+        await audit('adminCreateTenant', tenant.id, { type: 'tenant', id: tenant.id }, tenant)
+        const brandSlug = values.brand ?? 'main'
+        const brand = await admin.createBrand(d, { tenantId: tenant.id, ...checked(CreateBrandBody, { name: brandSlug, slug: brandSlug }) })
+        await audit('adminCreateBrand', tenant.id, { type: 'brand', id: brand.id }, brand)
+        const key = await admin.createApiKey(d, { tenantId: tenant.id, name: 'bootstrap' })
+        await audit('adminCreateKey', tenant.id, { type: 'api_key', id: key.id }, key)
+        return { tenant, brand, key }
+      })
     case 'tenant:create':
-      return admin.createTenant(deps, { name: need('name'), slug: values.slug })
+      return audited(deps, async (d, audit) => {
+        const tenant = await admin.createTenant(d, checked(CreateTenantBody, { name: need('name'), ...(values.slug !== undefined && { slug: values.slug }) }))
+        await audit('adminCreateTenant', tenant.id, { type: 'tenant', id: tenant.id }, tenant)
+        return tenant
+      })
     case 'tenant:list':
       return admin.listTenants(deps)
-    case 'brand:create':
-      return admin.createBrand(deps, { tenantId: need('tenant'), name: need('name'), slug: need('slug') })
-    case 'key:create':
-      return admin.createApiKey(deps, {
-        tenantId: need('tenant'),
-        name: values.name ?? 'cli',
-        scopes: values.scopes ? values.scopes.split(',').filter(Boolean) : undefined,
-        brand: values.brand,
-        expires_at: values['expires-at'],
+    case 'brand:create': {
+      const tenantId = needId('tenant', 'tenant')
+      const body = checked(CreateBrandBody, { name: need('name'), slug: need('slug') })
+      return audited(deps, async (d, audit) => {
+        const brand = await admin.createBrand(d, { tenantId, ...body })
+        await audit('adminCreateBrand', tenantId, { type: 'brand', id: brand.id }, brand)
+        return brand
       })
+    }
+    case 'key:create': {
+      const tenantId = needId('tenant', 'tenant')
+      const body = checked(CreateKeyBody, {
+        name: values.name ?? 'cli',
+        ...(values.scopes !== undefined && { scopes: values.scopes.split(',').filter(Boolean) }),
+        ...(values.brand !== undefined && { brand: values.brand }),
+        ...(values['expires-at'] !== undefined && { expires_at: values['expires-at'] }),
+      })
+      return audited(deps, async (d, audit) => {
+        const key = await admin.createApiKey(d, { tenantId, ...body })
+        await audit('adminCreateKey', tenantId, { type: 'api_key', id: key.id }, key)
+        return key
+      })
+    }
     case 'key:list':
-      return admin.listApiKeys(deps, need('tenant'))
-    case 'key:revoke':
-      return admin.revokeApiKey(deps, need('id'))
+      return admin.listApiKeys(deps, needId('tenant', 'tenant'))
+    case 'key:revoke': {
+      const keyId = needId('id', 'API key')
+      return audited(deps, async (d, audit) => {
+        const before = await q.selectKey(d.sql, keyId)
+        const revoked = await admin.revokeApiKey(d, keyId)
+        await audit('adminRevokeKey', before?.tenant_id, { type: 'api_key', id: keyId }, revoked, before)
+        return revoked
+      })
+    }
     default:
       process.stderr.write(`unknown command: ${command}\n\n${USAGE}\n`)
       process.exit(2)
   }
+}
+
+type Audit = (action: string, tenantId: string | undefined, target: { type: string; id: string }, after: unknown, before?: unknown) => Promise<void>
+
+/**
+ * A CLI change and its audit rows in one transaction, as the admin API writes them (src/admin/routes.ts,
+ * `audited`), under the same action names, with request id `cli:<command>`. Cache invalidations go out
+ * after the commit, so no server process reloads the old state in between.
+ */
+async function audited<T>(deps: admin.AdminDeps, fn: (d: admin.AdminDeps, audit: Audit) => Promise<T>): Promise<T> {
+  const published: [BusTopic, string][] = []
+  const result = await deps.sql.begin(async (tx) => {
+    const sql = tx as unknown as Sql
+    const bus: Bus = { ...deps.bus, publish: async (topic, payload) => void published.push([topic, payload]) }
+    const audit: Audit = (action, tenantId, target, after, before) =>
+      recordAudit(sql, { ...ADMIN_ACTOR, tenantId, action, target, after, before, requestId: `cli:${command}` })
+    return fn({ sql, bus }, audit)
+  })
+  for (const [topic, payload] of published) await deps.bus.publish(topic, payload)
+  return result as T
 }

@@ -35,12 +35,24 @@ export async function tenantExists(sql: Sql, tenantId: string): Promise<boolean>
 }
 
 /** The tenant's first brand becomes its default. */
+/**
+ * Brands of one tenant are created and made default one at a time: under the tenant row's lock (no key
+ * update: rows referencing the tenant are not held up), so "the first brand is the default" and a default
+ * move each see the others' commits instead of colliding on the one-default index.
+ */
+async function lockTenant(tx: Sql, tenantId: string): Promise<void> {
+  await tx`select 1 from tenants where id = ${tenantId} for no key update`
+}
+
 export async function insertBrand(sql: Sql, b: { tenantId: string; name: string; slug: string }): Promise<Brand> {
-  const [row] = await sql<BrandRow[]>`
-    insert into brands (tenant_id, name, slug, is_default)
-    values (${b.tenantId}, ${b.name}, ${b.slug}, not exists (select 1 from brands where tenant_id = ${b.tenantId}))
-    returning id, tenant_id, name, slug, is_default, active, created_at`
-  return brandOut(row!)
+  return atomically(sql, async (tx) => {
+    await lockTenant(tx, b.tenantId)
+    const [row] = await tx<BrandRow[]>`
+      insert into brands (tenant_id, name, slug, is_default)
+      values (${b.tenantId}, ${b.name}, ${b.slug}, not exists (select 1 from brands where tenant_id = ${b.tenantId}))
+      returning id, tenant_id, name, slug, is_default, active, created_at`
+    return brandOut(row!)
+  })
 }
 
 export async function selectBrand(sql: Sql, brandId: string): Promise<Brand | undefined> {
@@ -55,6 +67,10 @@ export async function updateBrand(
   patch: { name?: string; active?: boolean; makeDefault?: boolean },
 ): Promise<Brand | undefined> {
   return atomically(sql, async (tx) => {
+    if (patch.makeDefault) {
+      const [owner] = await tx<{ tenant_id: string }[]>`select tenant_id from brands where id = ${brandId}`
+      if (owner) await lockTenant(tx, owner.tenant_id)
+    }
     const [current] = await tx<{ tenant_id: string }[]>`select tenant_id from brands where id = ${brandId} for update`
     if (!current) return undefined
     if (patch.makeDefault) {

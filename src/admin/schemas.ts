@@ -61,7 +61,7 @@ export const CreatedApiKey = Type.Object(
 )
 export type CreatedApiKey = Static<typeof CreatedApiKey>
 export const CreateKeyBody = Type.Object({
-  name: Type.String({ minLength: 1, maxLength: 200 }),
+  name: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: "default 'API key'" })),
   scopes: Type.Optional(Type.Array(KeyScope, { uniqueItems: true, description: 'empty or absent = full access' })),
   brand: Type.Optional(Type.String({ minLength: 1, description: 'brand id or slug: pins the key to that brand' })),
   expires_at: Type.Optional(DateTime),

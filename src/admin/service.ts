@@ -7,7 +7,7 @@ import { ALL_CANONICAL_FIELDS } from '../events/canonical.ts'
 import * as q from './queries.ts'
 import { MAX_GLOB_WILDCARDS, wildcardCount } from '../events/glob.ts'
 import type { ApiKey, Brand, CreatedApiKey, EventMapping, Tenant } from './schemas.ts'
-import { isUuid } from '../lib/schemas.ts'
+import { brandByHint } from '../auth/service.ts'
 
 export interface AdminDeps {
   sql: Sql
@@ -68,14 +68,14 @@ export async function updateBrand(
 
 export async function createApiKey(
   deps: AdminDeps,
-  input: { tenantId: string; name: string; scopes?: string[]; brand?: string; expires_at?: string },
+  input: { tenantId: string; name?: string; scopes?: string[]; brand?: string; expires_at?: string },
 ): Promise<CreatedApiKey> {
   if (!(await q.tenantExists(deps.sql, input.tenantId))) throw notFound('tenant')
   let brandId: string | null = null
   if (input.brand) {
     const brands = await deps.sql<{ id: string; slug: string }[]>`select id, slug from brands where tenant_id = ${input.tenantId}`
     const hint = input.brand
-    const brand = brands.find((b) => (isUuid(hint) ? b.id === hint.toLowerCase() : b.slug === hint))
+    const brand = brandByHint(brands, hint)
     if (!brand) throw badRequest(`unknown brand: ${hint}`, { brand: hint })
     brandId = brand.id
   }
@@ -86,7 +86,7 @@ export async function createApiKey(
   const row = await q.insertKey(deps.sql, {
     tenantId: input.tenantId,
     brandId,
-    name: input.name,
+    name: input.name ?? 'API key',
     keyHash: hashApiKey(key),
     prefix: displayPrefix(key),
     scopes: input.scopes ?? [],

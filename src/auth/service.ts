@@ -7,6 +7,11 @@ import { hashApiKey, KEY_PREFIX } from './keys.ts'
 import type { Brand, Principal } from './types.ts'
 import { isUuid } from '../lib/schemas.ts'
 
+/** A brand named by id or slug: an id first (a slug may look like a UUID too, and is then tried next). */
+export function brandByHint<B extends { id: string; slug: string }>(list: B[], hint: string): B | undefined {
+  return (isUuid(hint) ? list.find((b) => b.id === hint.toLowerCase()) : undefined) ?? list.find((b) => b.slug === hint)
+}
+
 /** Upper bound on how stale a cache entry can get if an invalidation were ever missed. */
 const CACHE_TTL_MS = 60_000
 const MAX_CACHED_KEYS = 50_000
@@ -113,8 +118,7 @@ export function createAuthService(deps: { sql: Sql; bus: Bus; clock: () => Date 
         return pinned
       }
       if (hint !== undefined && hint !== '') {
-        const byId = isUuid(hint)
-        const brand = list.find((b) => (byId ? b.id === hint.toLowerCase() : b.slug === hint))
+        const brand = brandByHint(list, hint)
         if (!brand || !brand.active) throw badRequest(`unknown brand: ${hint}`, { brand: hint })
         return brand
       }

@@ -25,7 +25,13 @@ const ACK_CHANNEL = 'respin_invalidate_ack'
 const BUS_APPLICATION = 'respin-bus'
 const ACK_TIMEOUT_MS = 5000
 
-export async function openBus(pg: Postgres, log: Logger, databaseUrl?: string): Promise<Bus> {
+/**
+ * `publishOnly`: a process that changes state but caches none of it (the admin CLI) publishes and waits
+ * for the others' acknowledgements without listening for invalidations itself, under another application
+ * name, so publishers elsewhere neither count it nor wait for it (a CLI run starting or exiting during
+ * a revocation held the admin API's answer for the 5 s timeout).
+ */
+export async function openBus(pg: Postgres, log: Logger, databaseUrl?: string, opts: { publishOnly?: boolean } = {}): Promise<Bus> {
   const handlers = new Map<string, Handler[]>()
   const deliver = (topic: string, payload: string) => {
     for (const handler of handlers.get(topic) ?? []) handler(payload)
@@ -38,16 +44,19 @@ export async function openBus(pg: Postgres, log: Logger, databaseUrl?: string): 
   }
 
   // A connection of its own, named, so every process's listener can be counted.
-  const sql = postgres(databaseUrl, { max: 2, onnotice: () => {}, connection: { application_name: BUS_APPLICATION } })
+  const application = opts.publishOnly ? `${BUS_APPLICATION}-publisher` : BUS_APPLICATION
+  const sql = postgres(databaseUrl, { max: 2, onnotice: () => {}, connection: { application_name: application } })
   const waiting = new Map<string, (from: string) => void>()
   const self = randomUUID()
-  const messages = await sql.listen(CHANNEL, (message) => {
-    const [nonce, topic, payload] = JSON.parse(message) as [string, string, string]
-    deliver(topic, payload)
-    sql`select pg_notify(${ACK_CHANNEL}, ${JSON.stringify([nonce, self])})`.catch((err: unknown) =>
-      log.error({ err, topic }, 'invalidation not acknowledged'),
-    )
-  })
+  const messages = opts.publishOnly
+    ? undefined
+    : await sql.listen(CHANNEL, (message) => {
+        const [nonce, topic, payload] = JSON.parse(message) as [string, string, string]
+        deliver(topic, payload)
+        sql`select pg_notify(${ACK_CHANNEL}, ${JSON.stringify([nonce, self])})`.catch((err: unknown) =>
+          log.error({ err, topic }, 'invalidation not acknowledged'),
+        )
+      })
   const acks = await sql.listen(ACK_CHANNEL, (message) => {
     const [nonce, from] = JSON.parse(message) as [string, string]
     waiting.get(nonce)?.(from)
@@ -74,7 +83,8 @@ export async function openBus(pg: Postgres, log: Logger, databaseUrl?: string): 
         const [row] = await sql<{ n: number }[]>`
           select count(*)::int as n from pg_stat_activity
           where application_name = ${BUS_APPLICATION} and datname = current_database() and query ilike 'listen%'`
-        expected = Math.max(1, row?.n ?? 1)
+        // (A publish-only process counts none of its own: no listener of it answers.)
+        expected = opts.publishOnly ? row?.n ?? 0 : Math.max(1, row?.n ?? 1)
         if (acked.size >= expected) done()
         await sql`select pg_notify(${CHANNEL}, ${JSON.stringify([nonce, topic, payload])})`
         await allAcked
@@ -87,7 +97,7 @@ export async function openBus(pg: Postgres, log: Logger, databaseUrl?: string): 
     },
     subscribe,
     async close() {
-      await messages.unlisten()
+      await messages?.unlisten()
       await acks.unlisten()
       await sql.end({ timeout: 2 })
     },
