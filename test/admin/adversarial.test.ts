@@ -2,7 +2,6 @@
 // "Admin API" fixes them, with docs/tenancy.md and docs/errors.md. What admin.test.ts, cli.test.ts and
 // test/auth/* already prove is not repeated here: this file goes after the edges (auth spellings, hostile
 // values with real ids, concurrency, shown-once, the CLI's own input checks).
-import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -11,6 +10,7 @@ import t from 'tap'
 import { generateApiKey, hashApiKey } from '../../src/auth/keys.ts'
 import { seedEmbeddedPostgres, startHarness, type TestResponse } from '../helpers/harness.ts'
 import { probeRoutes } from '../helpers/probe-routes.ts'
+import { runCli, type CliResult } from '../helpers/processes.ts'
 import { rawRequest, parseResponses } from '../helpers/raw-http.ts'
 
 const h = await startHarness(t, { extraRoutes: probeRoutes })
@@ -450,7 +450,6 @@ t.test('a raw request with a bad Content-Length on an admin route is answered in
 // slug matches ^[a-z0-9][a-z0-9-]{0,63}$.
 // ---------------------------------------------------------------------------------------------------
 
-interface CliResult { status: number | null; stdout: string; stderr: string }
 const cliDirs: string[] = []
 t.teardown(() => { for (const d of cliDirs) rmSync(d, { recursive: true, force: true }) })
 async function cliDir(): Promise<string> {
@@ -459,19 +458,7 @@ async function cliDir(): Promise<string> {
   if (!process.env.DATABASE_URL) await seedEmbeddedPostgres(dir)
   return dir
 }
-function cli(dir: string, ...args: string[]): Promise<CliResult> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', './src/ts-loader.mjs', 'src/admin/cli.ts', ...args], {
-      env: { ...process.env, DATA_DIR: dir, CLICKHOUSE_URL: '', REDIS_URL: '', LOG_LEVEL: 'silent' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (c: Buffer) => (stdout += c))
-    child.stderr.on('data', (c: Buffer) => (stderr += c))
-    child.once('close', (status) => resolve({ status, stdout, stderr }))
-  })
-}
+const cli = runCli
 
 // The CLI runs (seconds each: a process, PGlite) start with the file and run beside the API tests above;
 // the test below waits for them. Embedded, the directory is the CLI's own database (one process at a time).

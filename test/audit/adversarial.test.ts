@@ -6,7 +6,6 @@
 // docs/engines.md "The key is never in the database, so a dump alone reveals no tenant secret"; docs/operating.md
 // "Logs": headers, bodies and query strings are never logged. audit.test.ts covers the ordinary rows; this
 // file goes after completeness, refusals, paging under writes, and leaks.
-import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { createServer } from 'node:http'
@@ -18,6 +17,7 @@ import webpush from 'web-push'
 import { openPostgres } from '../../src/db/postgres.ts'
 import { createLogger } from '../../src/lib/log.ts'
 import { seedEmbeddedPostgres, startHarness, type TestResponse } from '../helpers/harness.ts'
+import { runCli } from '../helpers/processes.ts'
 import { waitFor } from '../helpers/wait.ts'
 
 const logText: string[] = []
@@ -43,19 +43,7 @@ const rid = () => `adv-${process.pid}-${++ridCounter}-${Date.now()}`
 // The CLI (a process per command, PGlite: seconds each) runs from the start, beside the tests below.
 const cliDir = mkdtempSync(join(tmpdir(), 'respin-adv-audit-cli-'))
 t.teardown(() => rmSync(cliDir, { recursive: true, force: true }))
-function cli(...args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', './src/ts-loader.mjs', 'src/admin/cli.ts', ...args], {
-      env: { ...process.env, DATA_DIR: cliDir, CLICKHOUSE_URL: '', REDIS_URL: '', LOG_LEVEL: 'silent' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (c: Buffer) => (stdout += c))
-    child.stderr.on('data', (c: Buffer) => (stderr += c))
-    child.once('close', (status) => resolve({ status, stdout, stderr }))
-  })
-}
+const cli = (...args: string[]) => runCli(cliDir, ...args)
 const cliRuns = (async () => {
   if (!process.env.DATABASE_URL) await seedEmbeddedPostgres(cliDir)
   const boot = await cli('bootstrap', '--name', `Audit CLI ${randomUUID().slice(0, 6)}`)

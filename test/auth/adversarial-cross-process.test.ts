@@ -1,36 +1,22 @@
 // Adversarial: a second API process with warm caches. docs/tenancy.md "Caching, and why revocation is
 // still immediate": every change publishes on the bus and the admin request answers once every process
 // has acknowledged; expiry is checked on every request against the cached entry. Needs DATABASE_URL.
-import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { startHarness } from '../helpers/harness.ts'
-import { reapOnExit } from '../helpers/reap.ts'
+import { spawnServer } from '../helpers/processes.ts'
 
 if (!process.env.DATABASE_URL) {
   t.pass('skipped: needs DATABASE_URL (several API processes share one PostgreSQL)')
 } else {
   const h = await startHarness(t)
   const dataDir = mkdtempSync(join(tmpdir(), 'respin-adv-second-'))
-  const child = spawn(process.execPath, ['--import', './src/ts-loader.mjs', 'src/main.ts'], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DATA_DIR: dataDir, ADMIN_KEY: h.adminKey },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  })
-  reapOnExit(child)
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+  const { proc: child, port, exited } = await spawnServer({ DATA_DIR: dataDir, ADMIN_KEY: h.adminKey })
   t.teardown(() => {
     if (child.exitCode === null) child.kill('SIGKILL')
     rmSync(dataDir, { recursive: true, force: true })
-  })
-  const port = await new Promise<number>((resolve) => {
-    let out = ''
-    child.stdout.on('data', (chunk: Buffer) => {
-      out += chunk
-      const m = /"port":(\d+),[^\n]*"msg":"respin listening"/.exec(out)
-      if (m) resolve(Number(m[1]))
-    })
   })
   const other = async (method: string, path: string, opts: { headers?: Record<string, string>; body?: unknown } = {}) => {
     const res = await fetch(`http://127.0.0.1:${port}/api/v1${path}`, {

@@ -1,34 +1,21 @@
 // Two API processes on one PostgreSQL: a key revoked through one fails at once on the other, even
 // though the other has it cached. Embedded PGlite is single-process by design, so this needs DATABASE_URL.
-import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { startHarness } from '../helpers/harness.ts'
-import { reapOnExit } from '../helpers/reap.ts'
+import { spawnServer } from '../helpers/processes.ts'
 
 if (!process.env.DATABASE_URL) {
   t.pass('skipped: needs DATABASE_URL (several API processes share one PostgreSQL)')
 } else {
   const h = await startHarness(t)
   const dataDir = mkdtempSync(join(tmpdir(), 'respin-second-'))
-  const child = spawn(process.execPath, ['--import', './src/ts-loader.mjs', 'src/main.ts'], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DATA_DIR: dataDir, ADMIN_KEY: h.adminKey },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  })
-  reapOnExit(child)
+  const { proc: child, port } = await spawnServer({ DATA_DIR: dataDir, ADMIN_KEY: h.adminKey })
   t.teardown(() => {
     child.kill('SIGTERM')
     rmSync(dataDir, { recursive: true, force: true })
-  })
-  const port = await new Promise<number>((resolve) => {
-    let out = ''
-    child.stdout.on('data', (chunk: Buffer) => {
-      out += chunk
-      const m = /"port":(\d+),[^\n]*"msg":"respin listening"/.exec(out)
-      if (m) resolve(Number(m[1]))
-    })
   })
   const other = (path: string, key: string, headers: Record<string, string> = {}) =>
     fetch(`http://127.0.0.1:${port}/api/v1${path}`, { headers: { 'x-api-key': key, ...headers } })

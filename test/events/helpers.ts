@@ -1,6 +1,9 @@
 // Shared helpers of the ingestion tests.
-import { isolateDatabase, seedEmbeddedPostgres, type Harness } from '../helpers/harness.ts'
-import { reapOnExit } from '../helpers/reap.ts'
+import type { Harness } from '../helpers/harness.ts'
+import { call } from '../helpers/processes.ts'
+
+// The API process helpers moved to test/helpers/processes.ts; re-exported for the files that import them here.
+export { call, spawnServer, type Child } from '../helpers/processes.ts'
 
 let counter = 0
 export const uid = (prefix = 'e') => `${prefix}-${process.pid}-${Date.now().toString(36)}-${(counter++).toString(36)}`
@@ -27,75 +30,7 @@ export const ev = (over: Record<string, unknown> = {}) => ({
 })
 
 import { type ChildProcess, spawn } from 'node:child_process'
-import { randomBytes } from 'node:crypto'
-import { existsSync } from 'node:fs'
-import { join } from 'node:path'
 import { createServer } from 'node:net'
-import { fileURLToPath } from 'node:url'
-
-const root = fileURLToPath(new URL('../../', import.meta.url))
-
-export interface Child {
-  proc: ChildProcess
-  port: number
-  origin: string
-  adminKey: string
-  exited: Promise<number | null>
-}
-
-/**
- * Runs `node --import ./src/ts-loader.mjs src/main.ts` (what `npm start` runs) with the given env; resolves
- * once it listens. An embedded server's new DATA_DIR gets the migrated PGlite template (harness.ts), as a
- * harness does: a first start from nothing is test/system/lifecycle.test.ts's and CI's smoke test's.
- */
-export async function spawnServer(env: Record<string, string | undefined>): Promise<Child> {
-  await isolateDatabase() // the file's own database on a PostgreSQL server (harness.ts)
-  const dataDir = env.DATA_DIR
-  if (dataDir && !(env.DATABASE_URL ?? process.env.DATABASE_URL) && !existsSync(join(dataDir, 'postgres'))) await seedEmbeddedPostgres(dataDir)
-  const adminKey = env.ADMIN_KEY ?? `admin-${randomBytes(12).toString('hex')}`
-  const proc = spawn(process.execPath, ['--import', './src/ts-loader.mjs', 'src/main.ts'], {
-    cwd: root,
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env, ADMIN_KEY: adminKey },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  reapOnExit(proc)
-  const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)))
-  return new Promise((resolve, reject) => {
-    let buf = ''
-    let errBuf = ''
-    const timer = setTimeout(() => reject(new Error(`server did not start: ${errBuf.slice(-2000)}`)), 60_000)
-    proc.stderr?.on('data', (d: Buffer) => {
-      errBuf += d.toString()
-    })
-    proc.stdout?.on('data', (d: Buffer) => {
-      buf += d.toString()
-      let nl: number
-      while ((nl = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, nl)
-        buf = buf.slice(nl + 1)
-        if (line.includes('"respin listening"')) {
-          const port = (JSON.parse(line) as { port: number }).port
-          clearTimeout(timer)
-          resolve({ proc, port, origin: `http://127.0.0.1:${port}`, adminKey, exited })
-        }
-      }
-    })
-    void exited.then((code) => {
-      clearTimeout(timer)
-      reject(new Error(`server exited with ${code}: ${errBuf.slice(-2000)}`))
-    })
-  })
-}
-
-export async function call(origin: string, method: string, path: string, key: string | undefined, body?: unknown) {
-  const res = await fetch(`${origin}/api/v1${path}`, {
-    method,
-    headers: { 'content-type': 'application/json', ...(key ? { 'x-api-key': key } : {}) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  })
-  const text = await res.text()
-  return { status: res.status, body: text ? JSON.parse(text) : undefined, headers: res.headers }
-}
 
 /** Rows and distinct event ids of a full scan of GET /export/events: what an operator's sync sees. */
 export async function exportedEvents(origin: string, key: string): Promise<{ rows: number; unique: number }> {

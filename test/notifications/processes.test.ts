@@ -1,6 +1,5 @@
 // The queue across processes: two API processes on one PostgreSQL deliver every message exactly once
 // (server mode), and a message leased by a process that died is delivered after its lease (both modes).
-import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -8,7 +7,7 @@ import t from 'tap'
 import { enqueueNotification } from '../../src/notifications/service.ts'
 import { startHarness } from '../helpers/harness.ts'
 import { makePlayer, waitForStatus } from './delivery-helpers.ts'
-import { reapOnExit } from '../helpers/reap.ts'
+import { spawnServer } from '../helpers/processes.ts'
 
 const h = await startHarness(t) // on a server: this file's own database (harness.ts), shared with the child below
 const servers = !!process.env.DATABASE_URL
@@ -37,22 +36,10 @@ t.test('a message leased by a dead process is delivered after the lease, once', 
 t.test('two processes on one database deliver each message once', { skip: servers ? false : 'embedded PGlite serves one process' }, async (t) => {
   // The second API process: src/main.ts in a child (one chDB per process).
   const dataDir = mkdtempSync(join(tmpdir(), 'respin-second-'))
-  const child = spawn(process.execPath, ['--import', './src/ts-loader.mjs', 'src/main.ts'], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DATA_DIR: dataDir, ADMIN_KEY: h.adminKey, SECRET_KEY: 'respin-tests-shared-secret-box-key-0123456789' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  })
-  reapOnExit(child)
+  const { proc: child, port } = await spawnServer({ DATA_DIR: dataDir, ADMIN_KEY: h.adminKey, SECRET_KEY: 'respin-tests-shared-secret-box-key-0123456789' })
   t.teardown(() => {
     child.kill('SIGTERM')
     rmSync(dataDir, { recursive: true, force: true })
-  })
-  const port = await new Promise<number>((resolve) => {
-    let out = ''
-    child.stdout.on('data', (chunk: Buffer) => {
-      out += chunk
-      const m = /"port":(\d+),[^\n]*"msg":"respin listening"/.exec(out)
-      if (m) resolve(Number(m[1]))
-    })
   })
   const tenant = await h.createTenant()
   const players = await Promise.all(Array.from({ length: 10 }, () => makePlayer(h, tenant)))
