@@ -5,42 +5,12 @@
 // players in creation order across separate requests, and a players cursor whose last row was erased.
 import t from 'tap'
 import { startHarness } from '../helpers/harness.ts'
+import { pollUntil } from '../helpers/wait.ts'
+import { exportClient, type Page, type Row } from './helpers.ts'
 
 const h = await startHarness(t, { env: { RATE_LIMIT_INGEST_PER_MIN: '0', INGEST_FLUSH_INTERVAL_MS: '50' } })
 
-type Row = Record<string, unknown>
-type Page = { data: Row[]; next_cursor: string | null }
-async function page(key: string, dataset: string, query: Record<string, string | number> = {}, headers: Record<string, string> = {}): Promise<Page> {
-  const res = await h.request('GET', `/export/${dataset}`, { key, query, headers })
-  if (res.status !== 200) throw new Error(`${dataset} ${JSON.stringify(query)}: ${res.status} ${res.text}`)
-  return res.body
-}
-async function drain(key: string, dataset: string, limit: number, cursor?: string, headers: Record<string, string> = {}) {
-  const rows: Row[] = []
-  const sizes: number[] = []
-  for (;;) {
-    const p = await page(key, dataset, { limit, ...(cursor ? { cursor } : {}) }, headers)
-    rows.push(...p.data)
-    sizes.push(p.data.length)
-    if (p.next_cursor === null) return { rows, cursor, sizes }
-    cursor = p.next_cursor
-  }
-}
-async function ingest(key: string, events: unknown[], headers: Record<string, string> = {}) {
-  const res = await h.request('POST', '/events', { key, body: { events }, headers })
-  if (res.status !== 200) throw new Error(res.text)
-  return res.body
-}
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
-/** Polls until ok (an acknowledged event is exported within 2 s; allow 5). */
-async function waitFor<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 5000): Promise<T> {
-  const start = Date.now()
-  for (;;) {
-    const v = await fn()
-    if (ok(v) || Date.now() - start > ms) return v
-    await sleep(25)
-  }
-}
+const { page, drain, ingest } = exportClient(h)
 const ids = (rows: Row[]) => rows.map((r) => r.event_id)
 let n = 0
 const ev = (player_id: string, event_type: string, payload: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) =>
@@ -53,8 +23,8 @@ t.test('limit edges: 1, 1000 (max) over 1001 rows, 0 and 1001 refused; players a
   const batches = Array.from({ length: 11 }, (_, b) => all.slice(b * 100, b * 100 + 100))
   for (const b of batches.slice(0, 3)) await ingest(tn.key, b)
   await Promise.all(batches.slice(3).map((b) => ingest(tn.key, b)))
-  await waitFor(() => drain(tn.key, 'events', 1000), (r) => r.rows.length === 1001)
-  const full = await drain(tn.key, 'events', 1000) // all visible now: the pages are full
+  await pollUntil(() => drain(tn.key, 'events', { limit: 1000 }), (r) => r.rows.length === 1001)
+  const full = await drain(tn.key, 'events', { limit: 1000 }) // all visible now: the pages are full
   t.same(full.sizes, [1000, 1, 0], 'a page of 1000, then 1, then an empty page with a null cursor')
   t.same(ids(full.rows).slice(0, 300), ids(all).slice(0, 300), 'the sequential requests in insertion order')
   t.same([...ids(full.rows)].sort(), ids(all).sort(), 'every row once')
@@ -74,8 +44,8 @@ t.test('limit edges: 1, 1000 (max) over 1001 rows, 0 and 1001 refused; players a
     }
   }
   // Players: 1000 then 1, and each request's players after the previous request's (creation order).
-  await waitFor(() => drain(tn.key, 'players', 1000), (r) => r.rows.length === 1001)
-  const players = await drain(tn.key, 'players', 1000)
+  await pollUntil(() => drain(tn.key, 'players', { limit: 1000 }), (r) => r.rows.length === 1001)
+  const players = await drain(tn.key, 'players', { limit: 1000 })
   t.same(players.sizes, [1000, 1, 0])
   const order = players.rows.map((r) => Math.min(batchOf(r.external_id), 3)) // the concurrent requests as one
   t.same(order, [...order].sort((a, b) => a - b), 'players of an earlier request come first')
@@ -88,7 +58,7 @@ t.test('cursors reused across limits, datasets, brands, keys and tenants', async
   const pinned2 = await tn.createKey({ brand: b2.id, scopes: ['read'] })
   const events = Array.from({ length: 12 }, (_, i) => ev(`cp${i % 3}`, i % 2 ? 'bet' : 'login', i % 2 ? { amount: i, currency: 'EUR' } : {}))
   await ingest(tn.key, events, { 'x-brand': b2.slug })
-  const full = await waitFor(() => drain(tn.key, 'events', 5, undefined, { 'x-brand': b2.slug }), (r) => r.rows.length === 12)
+  const full = await pollUntil(() => drain(tn.key, 'events', { limit: 5, headers: { 'x-brand': b2.slug } }), (r) => r.rows.length === 12)
   t.same(ids(full.rows), ids(events))
 
   // A cursor taken at limit 2 continues at limit 7 and at limit 1000: the rows after it, once each.
@@ -115,7 +85,7 @@ t.test('cursors reused across limits, datasets, brands, keys and tenants', async
   await refused(tn.key, 'events', c2, {}, 'the default brand')
   // Datasets: a transactions cursor and a players cursor are not events cursors, and the other way round.
   const tx = await page(pinned2.key, 'transactions', { limit: 1 })
-  const pl = await waitFor(() => page(pinned2.key, 'players', { limit: 1 }), (p) => p.data.length === 1)
+  const pl = await pollUntil(() => page(pinned2.key, 'players', { limit: 1 }), (p) => p.data.length === 1)
   await refused(pinned2.key, 'events', tx.next_cursor as string, {}, 'transactions cursor on events')
   await refused(pinned2.key, 'events', pl.next_cursor as string, {}, 'players cursor on events')
   await refused(pinned2.key, 'transactions', pl.next_cursor as string, {}, 'players cursor on transactions')
@@ -137,8 +107,8 @@ t.test('brand-pinned keys ignore hints; read keys export; ingestion-only keys ge
   const reader = await tn.createKey({ scopes: ['read'] })
   const writer = await tn.createKey({ scopes: ['events:write'] })
   const pinnedWriter = await tn.createKey({ scopes: ['events:write'], brand: b2.id })
-  await waitFor(() => page(tn.key, 'events', {}, { 'x-brand': b2.slug }), (p) => p.data.length === 1)
-  await waitFor(() => page(tn.key, 'events'), (p) => p.data.length === 1)
+  await pollUntil(() => page(tn.key, 'events', {}, { 'x-brand': b2.slug }), (p) => p.data.length === 1)
+  await pollUntil(() => page(tn.key, 'events'), (p) => p.data.length === 1)
   for (const dataset of ['players', 'events', 'transactions']) {
     const field = dataset === 'players' ? 'external_id' : 'player_id'
     const of = (p: Page) => p.data.map((r) => r[field])
@@ -193,9 +163,9 @@ t.test('transactions hold exactly the monetary types (stored type, mapped ones i
   // Interleaved, so a wrong filter cannot hide behind the order.
   const sent = money.flatMap((m, i) => (other[i] ? [m, other[i]] : [m]))
   await ingest(tn.key, sent)
-  const events = await waitFor(() => drain(tn.key, 'events', 4), (r) => r.rows.length === sent.length)
+  const events = await pollUntil(() => drain(tn.key, 'events', { limit: 4 }), (r) => r.rows.length === sent.length)
   t.same(ids(events.rows), ids(sent))
-  const tx = await drain(tn.key, 'transactions', 3)
+  const tx = await drain(tn.key, 'transactions', { limit: 3 })
   t.same(ids(tx.rows), ids(money), 'the nine monetary types, deposit_failed and the rest left out')
   const byId = new Map(tx.rows.map((r) => [r.event_id, r]))
   t.match(byId.get(money[0]?.event_id), { event_type: 'deposit', amount: 0.1, currency: 'EUR', method: 'card', payload: { amount: 0.1, currency: 'eur', method: 'card' } })
@@ -214,11 +184,11 @@ t.test('transactions: a page is never empty while monetary rows remain behind ma
   const tn = await h.createTenant()
   const d1 = ev('sp', 'deposit', { amount: 1, currency: 'EUR' })
   await ingest(tn.key, [d1])
-  const first = await waitFor(() => page(tn.key, 'transactions', { limit: 1 }), (p) => p.data.length === 1)
+  const first = await pollUntil(() => page(tn.key, 'transactions', { limit: 1 }), (p) => p.data.length === 1)
   for (let i = 0; i < 4; i++) await ingest(tn.key, Array.from({ length: 100 }, () => ev('sp', 'login')))
   const d2 = ev('sp', 'withdrawal', { amount: 2, currency: 'EUR' })
   await ingest(tn.key, [d2])
-  await waitFor(() => page(tn.key, 'events', { limit: 1000 }), (p) => p.data.length === 402)
+  await pollUntil(() => page(tn.key, 'events', { limit: 1000 }), (p) => p.data.length === 402)
   const next = await page(tn.key, 'transactions', { limit: 1, cursor: first.next_cursor as string })
   t.same(ids(next.data), [d2.event_id], 'the next monetary row, past 400 logins')
   const after = await page(tn.key, 'transactions', { limit: 1, cursor: next.next_cursor as string })
@@ -229,7 +199,7 @@ t.test('amounts in rows are exact: 8 decimals as sent', async (t) => {
   const tn = await h.createTenant()
   const e = ev('btc', 'deposit', { amount: 0.12345678, currency: 'BTC' })
   await ingest(tn.key, [e])
-  const p = await waitFor(() => page(tn.key, 'transactions'), (x) => x.data.length === 1)
+  const p = await pollUntil(() => page(tn.key, 'transactions'), (x) => x.data.length === 1)
   t.match(p.data[0], { currency: 'BTC', payload: { amount: 0.12345678 } })
   t.equal(p.data[0]?.amount, 0.12345678, 'the amount as its exact decimal')
 })
@@ -238,15 +208,15 @@ t.test('players: a cursor whose last row was erased continues; the erased player
   const tn = await h.createTenant()
   const made: { id: string; external_id: string }[] = []
   for (const x of ['pa', 'pb', 'pc']) made.push((await h.request('POST', '/players', { key: tn.key, body: { external_id: x, email: `${x}@example.com` } })).body.data)
-  const first = await waitFor(() => page(tn.key, 'players', { limit: 2 }), (p) => p.data.length === 2)
+  const first = await pollUntil(() => page(tn.key, 'players', { limit: 2 }), (p) => p.data.length === 2)
   t.same(first.data.map((r) => r.external_id), ['pa', 'pb'])
   t.equal((await h.request('DELETE', `/players/${made[1]?.id}`, { key: tn.key })).status, 202)
   const rest = await page(tn.key, 'players', { limit: 2, cursor: first.next_cursor as string })
   t.same(rest.data.map((r) => r.external_id), ['pc'], 'the rows after the erased one')
-  const all = await drain(tn.key, 'players', 10)
+  const all = await drain(tn.key, 'players', { limit: 10 })
   t.same(all.rows.map((r) => r.external_id), ['pa', 'pc'])
   t.notOk(JSON.stringify(all.rows).includes('pb@example.com'), 'nothing of the erased player')
   await h.request('POST', '/players', { key: tn.key, body: { external_id: 'pd' } })
-  const later = await waitFor(() => drain(tn.key, 'players', 10, rest.next_cursor as string), (r) => r.rows.length > 0)
+  const later = await pollUntil(() => drain(tn.key, 'players', { limit: 10, cursor: rest.next_cursor as string }), (r) => r.rows.length > 0)
   t.same(later.rows.map((r) => r.external_id), ['pd'], 'incremental: only the player added since')
 })

@@ -4,42 +4,20 @@
 import t from 'tap'
 import { createSpool } from '../../src/events/spool.ts'
 import { startHarness } from '../helpers/harness.ts'
+import { pollUntil, sleep } from '../helpers/wait.ts'
+import { exportClient } from './helpers.ts'
 
 const h = await startHarness(t, { env: { RATE_LIMIT_INGEST_PER_MIN: '0', INGEST_FLUSH_INTERVAL_MS: '50' } })
 const ctx = h.app.ctx
 
-type Page = { data: Record<string, unknown>[]; next_cursor: string | null }
-async function page(key: string, dataset: string, query: Record<string, string | number> = {}, headers: Record<string, string> = {}): Promise<Page> {
-  const res = await h.request('GET', `/export/${dataset}`, { key, query, headers })
-  if (res.status !== 200) throw new Error(`${res.status} ${res.text}`)
-  return res.body
-}
-/** Every row from `cursor` on, page by page; returns the rows and the last non-null cursor. */
-async function drain(key: string, dataset: string, cursor: string | undefined, limit: number, headers: Record<string, string> = {}) {
-  const rows: Record<string, unknown>[] = []
-  for (;;) {
-    const p = await page(key, dataset, { limit, ...(cursor ? { cursor } : {}) }, headers)
-    rows.push(...p.data)
-    t.ok(p.data.length <= limit)
-    if (p.next_cursor === null) {
-      t.equal(p.data.length, 0, 'next_cursor is null only on a page without rows')
-      return { rows, cursor }
-    }
-    cursor = p.next_cursor
-  }
-}
-async function ingest(key: string, events: unknown[], headers: Record<string, string> = {}) {
-  const res = await h.request('POST', '/events', { key, body: { events }, headers })
-  if (res.status !== 200) throw new Error(res.text)
-}
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
-async function waitFor<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 5000): Promise<T> {
-  const start = Date.now()
-  for (;;) {
-    const v = await fn()
-    if (ok(v) || Date.now() - start > ms) return v
-    await sleep(20)
-  }
+const api = exportClient(h)
+const { page, ingest } = api
+/** The shared drain, checking every page: at most `limit` rows, and a null cursor only on a page without rows. */
+async function drain(key: string, dataset: string, opts: { limit: number; cursor?: string; headers?: Record<string, string> }) {
+  const r = await api.drain(key, dataset, opts)
+  for (const size of r.sizes) t.ok(size <= opts.limit)
+  t.equal(r.sizes.at(-1), 0, 'next_cursor is null only on a page without rows')
+  return r
 }
 
 const tenant = await h.createTenant()
@@ -55,7 +33,7 @@ t.test('events and transactions: fields, insertion order, pages, incremental syn
     { event_id: 'x4', player_id: 'ep2', event_type: 'bet', timestamp: '2026-02-01T10:00:00Z', payload: { amount: 2.5, currency: 'USD', game: 'g', provider: 'p', category: 'c', round_id: 'r' } },
     { event_id: 'x5', player_id: 'ep2', event_type: 'consent_update', payload: { channel: 'email', granted: false } },
   ])
-  const all = await waitFor(() => drain(key, 'events', undefined, 2), (r) => r.rows.length === 5)
+  const all = await pollUntil(() => drain(key, 'events', { limit: 2 }), (r) => r.rows.length === 5)
   t.equal(all.rows.length, 5)
   t.same(all.rows.map((r) => r.event_id), ['x1', 'x2', null, 'x4', 'x5'], 'insertion order, whatever the event times')
   const [reg, dep, custom, bet, consent] = all.rows as Record<string, unknown>[]
@@ -74,15 +52,15 @@ t.test('events and transactions: fields, insertion order, pages, incremental syn
   t.match(bet, { amount: 2.5, currency: 'USD', game: 'g', provider: 'p', category: 'c', round_id: 'r' })
   t.match(consent, { channel: 'email', granted: false })
 
-  const tx = await drain(key, 'transactions', undefined, 1)
+  const tx = await drain(key, 'transactions', { limit: 1 })
   t.same(tx.rows.map((r) => r.event_id), ['x2', 'x4'], 'transactions: the monetary events only')
 
   // Continuing from the last cursor yields only what was added since.
   t.same((await page(key, 'events', { cursor: all.cursor as string })).data, [])
   await ingest(key, [{ event_id: 'x6', player_id: 'ep3', event_type: 'withdrawal', payload: { amount: 7, currency: 'EUR' } }])
-  const more = await waitFor(() => drain(key, 'events', all.cursor, 200), (r) => r.rows.length === 1)
+  const more = await pollUntil(() => drain(key, 'events', { limit: 200, cursor: all.cursor }), (r) => r.rows.length === 1)
   t.same(more.rows.map((r) => r.event_id), ['x6'])
-  const moreTx = await drain(key, 'transactions', tx.cursor, 200)
+  const moreTx = await drain(key, 'transactions', { limit: 200, cursor: tx.cursor })
   t.same(moreTx.rows.map((r) => r.event_id), ['x6'])
   // A page of `limit` rows; the default limit is 200.
   t.equal((await page(key, 'events', { limit: 3 })).data.length, 3)
@@ -93,12 +71,12 @@ t.test('a brand whose rows are far apart in the sink: no page comes back empty w
   const sparse = await h.createTenant()
   const busy = await h.createTenant()
   await ingest(sparse.key, [{ event_id: 'far-1', player_id: 'f1', event_type: 'login' }])
-  await waitFor(() => drain(sparse.key, 'events', undefined, 1), (r) => r.rows.length === 1)
+  await pollUntil(() => drain(sparse.key, 'events', { limit: 1 }), (r) => r.rows.length === 1)
   // Hundreds of other rows in between, in their own flushes.
   for (let i = 0; i < 6; i++) await ingest(busy.key, Array.from({ length: 100 }, (_, k) => ({ player_id: `b${k}`, event_type: 'login' })))
-  await waitFor(() => drain(busy.key, 'events', undefined, 1000), (r) => r.rows.length === 600)
+  await pollUntil(() => drain(busy.key, 'events', { limit: 1000 }), (r) => r.rows.length === 600)
   await ingest(sparse.key, [{ event_id: 'far-2', player_id: 'f1', event_type: 'login' }])
-  const all = await waitFor(() => drain(sparse.key, 'events', undefined, 1), (r) => r.rows.length === 2)
+  const all = await pollUntil(() => drain(sparse.key, 'events', { limit: 1 }), (r) => r.rows.length === 2)
   t.same(all.rows.map((r) => r.event_id), ['far-1', 'far-2'])
 })
 
@@ -106,7 +84,7 @@ t.test('players: creation order, record and profile, incremental', async (t) => 
   const t2 = await h.createTenant()
   for (const id of ['a', 'b', 'c']) await h.request('POST', '/players', { key: t2.key, body: { external_id: id, email: `${id}@example.com`, currency: 'USD' } })
   await ingest(t2.key, [{ event_id: 'd1', player_id: 'd', event_type: 'deposit', payload: { amount: 5, currency: 'USD' } }])
-  const all = await waitFor(() => drain(t2.key, 'players', undefined, 2), (r) => r.rows.length === 4)
+  const all = await pollUntil(() => drain(t2.key, 'players', { limit: 2 }), (r) => r.rows.length === 4)
   t.same(all.rows.map((r) => r.external_id), ['a', 'b', 'c', 'd'])
   t.match(all.rows[0], { external_id: 'a', email: 'a@example.com', status: 'active', metadata: {}, profile: { currency: 'USD', language: 'en' } })
   t.match(all.rows[3], { external_id: 'd', profile: { event_count: 1, currency: 'EUR', totals_by_currency: { USD: { deposit_count: 1 } } } })
@@ -117,7 +95,7 @@ t.test('players: creation order, record and profile, incremental', async (t) => 
   await h.request('POST', '/players', { key: t2.key, body: { external_id: 'e' } })
   // A page reads players created before the oldest transaction then running (playersPage): another
   // process's transaction may hold 'e' back for a moment, never skip it.
-  const later = await waitFor(() => drain(t2.key, 'players', all.cursor, 10), (r) => r.rows.length > 0)
+  const later = await pollUntil(() => drain(t2.key, 'players', { limit: 10, cursor: all.cursor }), (r) => r.rows.length > 0)
   t.same(later.rows.map((r) => r.external_id), ['e'])
 })
 
@@ -154,12 +132,12 @@ t.test('cursors: signed, and bound to tenant, brand and dataset', async (t) => {
 t.test('an acknowledged event is exported within 2 s', async (t) => {
   const t3 = await h.createTenant()
   await ingest(t3.key, [{ event_id: 'w0', player_id: 'w', event_type: 'login' }])
-  const start = await waitFor(() => drain(t3.key, 'events', undefined, 100), (r) => r.rows.length === 1)
+  const start = await pollUntil(() => drain(t3.key, 'events', { limit: 100 }), (r) => r.rows.length === 1)
   for (let i = 1; i <= 3; i++) {
     await ingest(t3.key, [{ event_id: `w${i}`, player_id: 'w', event_type: 'login' }])
     const acked = Date.now()
     // One page per poll (not drain's two requests), so the figure is the export's lag, not the client's.
-    const got = await waitFor(() => page(t3.key, 'events', { cursor: start.cursor as string, limit: 100 }), (p) => p.data.length === i, 2000)
+    const got = await pollUntil(() => page(t3.key, 'events', { cursor: start.cursor as string, limit: 100 }), (p) => p.data.length === i, 2000)
     t.equal(got.data.length, i, `event ${i} exported`)
     t.ok(Date.now() - acked < 2000, `within 2 s (${Date.now() - acked} ms)`)
   }

@@ -11,3 +11,16 @@ export async function waitFor<T>(what: string, fn: () => T | Promise<T>, timeout
     await sleep(50)
   }
 }
+
+/**
+ * Polls until ok(value), then returns that value; once timeoutMs is up, returns the last one instead of
+ * throwing, so the caller's assertion on it shows what the value actually was.
+ */
+export async function pollUntil<T>(fn: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 5000, everyMs = 25): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const value = await fn()
+    if (ok(value) || Date.now() > deadline) return value
+    await sleep(everyMs)
+  }
+}
