@@ -73,7 +73,10 @@ const ms = (d: unknown) => (d == null ? null : new Date(d as string).getTime())
  * 200 characters (an index entry holds ~2,700 bytes: a longer id failed the credit's insert, and the
  * event's whole effect was set aside).
  */
-function roundKey(roundId: unknown): string | null {
+function roundKey(raw: unknown): string | null {
+  // A round id sent as a JSON number names the same round as its decimal text (a bet with 12345 and its
+  // rollback with 12345, or with "12345").
+  const roundId = typeof raw === 'number' && Number.isFinite(raw) ? String(raw) : raw
   if (typeof roundId !== 'string') return null
   return roundId.length > 200 ? `sha256:${createHash('sha256').update(roundId).digest('hex')}` : roundId
 }
@@ -226,7 +229,7 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
     // 2. Lock the players, read their state.
     await lockPlayers(tx, [...players.values()])
     const playerIds = [...players.keys()]
-    const rollbackRounds = events.filter((e) => e.playerId && (e.type === 'bet_rollback' || e.type === 'win_rollback') && typeof e.fields.round_id === 'string')
+    const rollbackRounds = events.filter((e) => e.playerId && (e.type === 'bet_rollback' || e.type === 'win_rollback') && roundKey(e.fields.round_id) !== null)
     const [missionRows, badgeRows, earnedRows, partRows, creditRows] = await Promise.all([
       // The rule ids are a filter on each player's rows, not an index condition: with both lists in the
       // key's condition the btree probed every (player, rule) pair (10,000 for 500 players and 20
@@ -315,7 +318,10 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
         // counts in the current period. In its own, it would move the player's state to a period that has
         // not begun, and every event of the current one would then be dropped as a past period's.
         const ps = periodStart(m.type, m.tz, h.e.eventTime.getTime() > batchNow.getTime() ? batchNow : h.e.eventTime)
-        if (ps && (!st.period || ps.getTime() > st.period.getTime())) {
+        // A stored period that is no period start of the mission as it is now (a PATCH changed its type or
+        // zone) is not the event's period, earlier or later: its progress starts over in the event's.
+        const redefined = ps && st.period && periodStart(m.type, m.tz, st.period)?.getTime() !== st.period.getTime()
+        if (ps && (!st.period || redefined || ps.getTime() > st.period.getTime())) {
           Object.assign(st, { value: 0, stage: 0, period: ps, done: false })
           changed = true
         } else if (ps && st.period && ps.getTime() < st.period.getTime()) continue // a past period's late event
@@ -350,6 +356,15 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
               st.last = h.e.eventTime
               missionsCompleted.set(player, (missionsCompleted.get(player) ?? 0) + 1)
             }
+          }
+          if (!st.done && stages.length > 0 && st.stage >= stages.length) {
+            // A PATCH took the stages down to ones the player has all passed (and been rewarded for): the
+            // mission completes now, as a lowered target does.
+            st.stage = stages.length
+            st.completions++
+            st.done = true
+            st.last = h.e.eventTime
+            missionsCompleted.set(player, (missionsCompleted.get(player) ?? 0) + 1)
           }
         } else if (st.value >= micros(m.rules.target ?? 0)) {
           st.completions++
@@ -585,14 +600,15 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
       select pm.player_id, pm.tenant_id from player_missions pm where pm.mission_id = ${m.id} and pm.value > 0 order by pm.player_id`
     await tx`update player_missions set completions = completions + 1, period_done = true, last_completed_at = now()
              where mission_id = ${m.id} and value > 0`
-    for (const c of contributors) {
-      const pk = { playerId: c.player_id, tenantId: c.tenant_id, brandId: m.brandId }
+    const keys = contributors.map((c) => ({ playerId: c.player_id, tenantId: c.tenant_id, brandId: m.brandId }))
+    for (const pk of keys) {
       await insertOutbox(tx as unknown as Sql, {
         tenantId: pk.tenantId, brandId: pk.brandId, event: 'gamification.mission_completed',
         data: { player_id: pk.playerId, mission_id: m.id, stage: 1, brand_id: pk.brandId },
       })
-      await grantRewards(tx, pk, m.rewards, { kind: 'mission', id: m.id })
     }
+    // Every contributor's rewards in a few statements, each one's level checked once.
+    await grantRewardsMany(tx, keys.map((pk) => ({ player: pk, rewards: m.rewards, source: { kind: 'mission', id: m.id } })))
     await tx`insert into player_gamification (player_id, tenant_id, missions_completed)
              select player_id, tenant_id, 1 from player_missions where mission_id = ${m.id} and value > 0
              on conflict (player_id) do update set missions_completed = player_gamification.missions_completed + 1`

@@ -91,7 +91,9 @@ export function validateMissionRules(type: string, rules: unknown): FieldError[]
     } else {
       let last = 0
       stages.forEach((s, i) => {
-        if (!isObj(s) || typeof s.target !== 'number' || !(s.target > 0)) out.push(err(`rules.stages.${i}.target`, 'must be a number > 0'))
+        // At most 1e15, as rules.target: progress is exact in micro-units up to there (and 1e400 in JSON is
+        // Infinity, which jsonb would store as null, a target of 0).
+        if (!isObj(s) || typeof s.target !== 'number' || !(s.target > 0) || s.target > 1e15) out.push(err(`rules.stages.${i}.target`, 'must be a number > 0 and at most 1e15'))
         else if (s.target <= last) out.push(err(`rules.stages.${i}.target`, 'stage targets must ascend'))
         else last = s.target
         if (isObj(s)) out.push(...validateRewards(s.rewards, `rules.stages.${i}.rewards`))
@@ -119,7 +121,7 @@ export function validateBadgeCriteria(c: unknown): FieldError[] {
     return Number.isInteger(c.level_tier) && (c.level_tier as number) >= 1 ? [] : [err('criteria.level_tier', 'must be an integer ≥ 1')]
   }
   const out = validateEventFilter(c, 'criteria', { withMeasure: true })
-  if (typeof c.target !== 'number' || !(c.target > 0)) out.push(err('criteria.target', 'required: a number > 0 (or use missions_completed / level_tier)'))
+  if (typeof c.target !== 'number' || !(c.target > 0) || c.target > 1e15) out.push(err('criteria.target', 'required: a number > 0 and at most 1e15 (or use missions_completed / level_tier)'))
   return out
 }
 
