@@ -191,7 +191,7 @@ export interface NewNotification {
 /**
  * insertNotification for many rows in one statement. JSON goes in as text[] cast per row: postgres.js
  * encodes each element of a jsonb[] parameter as JSON again, which would store strings, not objects. Returns the rows inserted (id, key, status); a row
- * whose idempotency key exists already is left alone and not returned.
+ * whose idempotency key exists already, or whose player no longer exists, is left out and not returned.
  */
 export async function insertNotifications(sql: Sql, ns: (NewNotification & { id?: string })[]): Promise<{ id: string; idempotency_key: string | null; status: string; created_at: Date }[]>
 export async function insertNotifications(sql: Sql, ns: (NewNotification & { id?: string })[], returning: 'rows'): Promise<NotificationRow[]>
@@ -212,7 +212,12 @@ export async function insertNotifications(sql: Sql, ns: (NewNotification & { id?
                 ${ns.map((n) => n.status)}::text[], ${ns.map((n) => n.reason)}::text[], ${ns.map((n) => n.scheduledAt.toISOString())}::timestamptz[],
                 ${ns.map((n) => String(n.bulk === true))}::text[], ${ns.map((n) => (n.rendered ? JSON.stringify(n.rendered) : null))}::text[],
                 ${ns.map((n) => n.error ?? null)}::text[])
-      as x(id, tenant_id, brand_id, player_id, channel, template_id, content, payload, class, campaign_id, idempotency_key, status, reason, scheduled_at, bulk, rendered, error)
+      with ordinality as x(id, tenant_id, brand_id, player_id, channel, template_id, content, payload, class, campaign_id, idempotency_key, status, reason, scheduled_at, bulk, rendered, error, n)
+    -- A player erased since it was selected (a delayed trigger's run, a one-shot's chunk) gets nothing,
+    -- and the rest of the batch goes on: its row would break the foreign key and fail the whole insert.
+    where exists (select 1 from players p where p.id = x.player_id)
+    -- In input order: of two rows with one idempotency key, the first listed is the one inserted.
+    order by x.n
     on conflict (tenant_id, idempotency_key) where idempotency_key is not null do nothing
     returning ${returning === 'rows' ? notificationColumns(sql) : sql`id, idempotency_key, status, created_at`}`
 }
@@ -301,7 +306,12 @@ export async function settleChecks(sql: Sql, rows: CheckSettlement[]): Promise<{
       status = case when x.reason is not null then 'suppressed' else n.status end,
       reason = coalesce(x.reason, n.reason),
       scheduled_at = coalesce(x.hold_until, n.scheduled_at),
-      due_at = case when x.wait_sec is not null then now() + x.wait_sec * interval '1 second' else coalesce(x.hold_until, n.due_at) end,
+      -- A message found waiting on its paused campaign: unless the campaign was resumed since the check
+      -- read it (the resume skipped this message, leased then), in which case it is due at once.
+      due_at = case
+        when x.wait_sec is null then coalesce(x.hold_until, n.due_at)
+        when exists (select 1 from campaigns c where c.id = n.campaign_id and c.status = 'paused') then now() + x.wait_sec * interval '1 second'
+        else now() end,
       paused_wait = x.wait_sec is not null,
       lease_owner = null, updated_at = now()
     from unnest(${rows.map((r) => r.id)}::uuid[], ${rows.map((r) => r.owner)}::text[], ${rows.map((r) => r.suppressReason ?? null)}::text[],

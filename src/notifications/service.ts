@@ -272,6 +272,13 @@ async function enqueueMany(
   return inputs.map((input, k) => {
     const own = inserted.get(ids[k]!)
     const row = own ?? existing.get(`${input.tenantId}:${input.idempotencyKey}`)
+    if (!row && !checked[k]!.recipient) {
+      // The player was erased since the caller chose them (insertNotifications leaves such rows out): no
+      // message, and not an error that would fail the rest of a campaign's chunk forever. A single send
+      // answers as for a player that does not exist.
+      if (returning === 'rows') throw notFound('player')
+      return { row: { id: ids[k]!, status: 'suppressed' }, created: false }
+    }
     if (!row) throw new Error(`notification ${input.idempotencyKey} neither inserted nor found`)
     // Final at once (suppressed by the rules, or an in-app message delivered or failed here): an
     // outcome like one the dispatcher reaches.

@@ -21,6 +21,7 @@ import { EVENT_COLUMNS } from '../events/event-rows.ts'
 import { bumpExportEpoch } from '../events/spool.ts'
 import { confirmLease, startWorkLoop, type Lease, type QueueTable } from '../engine/work-loop.ts'
 import { insertOutbox } from '../lib/outbox.ts'
+import { redisLeaderboards } from '../tournaments/leaderboard.ts'
 import { visibleTo, type Visibility } from '../lib/visibility.ts'
 
 /** What a feature's erasure step or export section gets: the player being erased or exported. */
@@ -29,6 +30,33 @@ export interface PlayerSubject {
   brandId: string
   playerId: string
   externalId: string
+  /** The contact points being erased (erasure only): also cut out of free text such as a bounce reason. */
+  email?: string | null
+  phone?: string | null
+}
+
+/** Top-level fields of an outbox event's data that are the player's personal data. */
+const PERSONAL_FIELDS = ['email', 'phone', 'name', 'metadata', 'external_id']
+const ERASED = '[erased]'
+
+/**
+ * An outbox event's data without the player's personal data: its personal fields dropped, and the
+ * erased email or phone cut out of every string left (an SMTP refusal quoting the address, say).
+ */
+function scrubData(data: Record<string, unknown>, s: PlayerSubject): Record<string, unknown> {
+  const needles = [s.email, s.phone].filter((n): n is string => typeof n === 'string' && n.length >= 3)
+  const scrub = (v: unknown, depth: number): unknown => {
+    if (typeof v === 'string') {
+      let out = v
+      for (const n of needles) out = out.replace(new RegExp(n.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'), 'gi'), ERASED)
+      return out
+    }
+    if (depth > 32 || v === null || typeof v !== 'object') return v
+    if (Array.isArray(v)) return v.map((x) => scrub(x, depth + 1))
+    return Object.fromEntries(Object.entries(v as Record<string, unknown>).map(([k, x]) => [k, scrub(x, depth + 1)]))
+  }
+  const kept = Object.fromEntries(Object.entries(data).filter(([k]) => !PERSONAL_FIELDS.includes(k)))
+  return scrub(kept, 0) as Record<string, unknown>
 }
 
 /**
@@ -36,11 +64,29 @@ export interface PlayerSubject {
  * its feature's data of the player inside the erasure's transaction. Features append their step at import.
  */
 export const ERASURE_STEPS: ((tx: TransactionSql, subject: PlayerSubject) => Promise<void>)[] = [
-  // Outbox events keep their ids (webhook receivers may be mid-delivery) but lose the personal fields.
+  // Outbox events keep their ids (webhook receivers may be mid-delivery) but lose the personal data, and
+  // so do the webhook deliveries made of them: the body a pending retry or a redelivery sends, and the one
+  // the deliveries list shows (found through the tenant's endpoints: the index is endpoint, outbox id).
   async (tx, s) => {
+    const events = await tx<{ id: string; data: Record<string, unknown> }[]>`
+      select id, data from outbox where tenant_id = ${s.tenantId} and data->>'player_id' = ${s.playerId}`
+    if (!events.length) return
+    const scrubbed = events.map((e) => JSON.stringify(scrubData(e.data, s)))
     await tx`
-      update outbox set data = data - array['email', 'phone', 'name', 'metadata', 'external_id']
-      where tenant_id = ${s.tenantId} and data->>'player_id' = ${s.playerId}`
+      update outbox o set data = x.data::jsonb from unnest(${events.map((e) => e.id)}::bigint[], ${scrubbed}::text[]) as x(id, data)
+      where o.id = x.id`
+    const deliveries = await tx<{ id: string; body: string }[]>`
+      select d.id, d.body from webhook_deliveries d
+      where d.endpoint_id in (select id from webhook_endpoints where tenant_id = ${s.tenantId})
+        and d.outbox_id = any(${events.map((e) => e.id)}::bigint[])`
+    if (!deliveries.length) return
+    const bodies = deliveries.map((d) => {
+      const body = JSON.parse(d.body) as { event: string; created_at: string; data: Record<string, unknown> }
+      return JSON.stringify({ event: body.event, created_at: body.created_at, data: scrubData(body.data ?? {}, s) })
+    })
+    await tx`
+      update webhook_deliveries d set body = x.body from unnest(${deliveries.map((d) => d.id)}::uuid[], ${bodies}::text[]) as x(id, body)
+      where d.id = x.id`
   },
   // Events not yet consumed by gamification or campaigns carry the raw payload (email, name, ...). The
   // table is small (rows live until consumed), so matching by brand scans little.
@@ -148,6 +194,9 @@ async function findJob(sql: Sql, v: Visibility & { playerId: string }): Promise<
 // routes the context itself.
 const wakers = new WeakMap<object, () => void>()
 
+/** Tournaments an erasure's transaction found the player on, for the caches after its commit. */
+const erasedFromBoards = new Map<string, string[]>()
+
 /** An erased player's events in ClickHouse carry this prefix and 32 hex digits as their player id. */
 export const ERASURE_TOKEN_PREFIX = 'erased-'
 
@@ -158,10 +207,15 @@ export const ERASURE_TOKEN_PREFIX = 'erased-'
 export async function erasePlayer(ctx: AppContext, input: { principal: Principal; playerId: string; requestId: string }): Promise<ErasureJob> {
   const v: Visibility = { tenantId: input.principal.tenantId, brandId: input.principal.brandId }
   const job = await ctx.sql.begin(async (tx) => {
-    const [player] = await tx<{ id: string; tenant_id: string; brand_id: string; external_id: string }[]>`
-      select id, tenant_id, brand_id, external_id from players where id = ${input.playerId} and ${visibleTo(tx, v)} for update`
+    const [player] = await tx<{ id: string; tenant_id: string; brand_id: string; external_id: string; email: string | null; phone: string | null }[]>`
+      select id, tenant_id, brand_id, external_id, email, phone from players where id = ${input.playerId} and ${visibleTo(tx, v)} for update`
     if (!player) return undefined
-    const subject: PlayerSubject = { tenantId: player.tenant_id, brandId: player.brand_id, playerId: player.id, externalId: player.external_id }
+    const subject: PlayerSubject = {
+      tenantId: player.tenant_id, brandId: player.brand_id, playerId: player.id, externalId: player.external_id, email: player.email, phone: player.phone,
+    }
+    // The live leaderboards the player is on (their rows go with the player's cascade below).
+    const boards = await tx<{ tournament_id: string }[]>`select tournament_id from tournament_participants where player_id = ${player.id}`
+    erasedFromBoards.set(player.id, boards.map((b) => b.tournament_id))
     for (const step of ERASURE_STEPS) await step(tx, subject)
     await tx`delete from players where id = ${player.id}`
     const [row] = await tx<JobRow[]>`
@@ -172,6 +226,15 @@ export async function erasePlayer(ctx: AppContext, input: { principal: Principal
     await recordAudit(tx, { ...actorOf(input), action: 'erasePlayer', target: { type: 'player', id: player.id }, requestId: input.requestId })
     return row as JobRow
   })
+  const tournaments = erasedFromBoards.get(input.playerId) ?? []
+  erasedFromBoards.delete(input.playerId)
+  if (job && tournaments.length) {
+    // The leaderboard caches (Redis, shared; or this process's own) drop the player too.
+    const boards = ctx.gamification?.boards ?? (ctx.redis ? redisLeaderboards(ctx.redis) : undefined)
+    for (const id of tournaments) {
+      await boards?.remove(id, input.playerId).catch((err: unknown) => ctx.log.warn({ err, tournament: id }, 'erased player not taken off a leaderboard cache'))
+    }
+  }
   if (!job) {
     const existing = await findJob(ctx.sql, { ...v, playerId: input.playerId })
     if (!existing) throw notFound('player')
@@ -381,6 +444,12 @@ export async function exportPlayer(ctx: AppContext, v: Visibility & { playerId: 
   // Everything from PostgreSQL is read before the first byte goes out, so a failure there is a clean error.
   // Acknowledged events still spooled in PostgreSQL go to ClickHouse first: the export holds every one.
   await ctx.ingest?.spool.flush('all')
+  // While an erasure of an earlier player under this external id is still moving its events to their
+  // token, those events are that player's, not this one's: only events received after its cutoff.
+  const [pending] = await ctx.sql<{ cutoff: Date | null }[]>`
+    select max(cutoff) as cutoff from player_erasures
+    where brand_id = ${player.brand_id} and external_id = ${player.external_id} and state <> 'done'`
+  const since = pending?.cutoff ?? null
   const sections: [string, unknown][] = [['player', player]]
   for (const [name, read] of EXPORT_SECTIONS) sections.push([name, await read(ctx.sql, subject)])
   const ch = ctx.ch
@@ -393,8 +462,8 @@ export async function exportPlayer(ctx: AppContext, v: Visibility & { playerId: 
     for (;;) {
       const rows = await ch.query<Record<string, unknown> & { seq: string | number }>(
         `SELECT * EXCEPT (tenant_id, brand_id, erasure_copy) FROM events WHERE tenant_id = {tenant:UUID} AND brand_id = {brand:UUID} ` +
-          `AND player_id = {ext:String} AND seq > {after:Int64} ORDER BY seq LIMIT ${EVENT_PAGE}`,
-        { tenant: subject.tenantId, brand: subject.brandId, ext: subject.externalId, after },
+          `AND player_id = {ext:String} AND seq > {after:Int64} ${since ? "AND received_at > {since:DateTime64(3, 'UTC')}" : ''} ORDER BY seq LIMIT ${EVENT_PAGE}`,
+        { tenant: subject.tenantId, brand: subject.brandId, ext: subject.externalId, after, ...(since && { since: since.toISOString().replace('T', ' ').replace('Z', '') }) },
       )
       if (rows.length === 0) break
       let chunk = ''

@@ -29,6 +29,8 @@ export interface Leaderboards {
   rankOf(tournamentId: string, playerId: string): Promise<{ rank: number; score: number } | null>
   total(tournamentId: string): Promise<number>
   drop(tournamentId: string): Promise<void>
+  /** Takes a player off the board for good (an erasure): a later update of that player is ignored. */
+  remove(tournamentId: string, playerId: string): Promise<void>
   kind: 'redis' | 'memory'
 }
 
@@ -61,6 +63,16 @@ for i = 1, #ARGV, 4 do
   end
 end
 return n`
+// KEYS: zset, hash. ARGV: player. Its member leaves the board; the hash keeps a tombstone of the highest
+// version, so an update still in flight (a batch committed before the erasure) cannot put it back.
+const REMOVE_LUA = `
+local cur = redis.call('HGET', KEYS[2], ARGV[1])
+if cur then
+  local member = string.sub(cur, string.find(cur, '|', 1, true) + 1)
+  if member ~= '' then redis.call('ZREM', KEYS[1], member) end
+end
+redis.call('HSET', KEYS[2], ARGV[1], '9007199254740991|')
+return 1`
 // KEYS: zset, hash. ARGV: player. → { rank0, score } or nil.
 const RANK_LUA = `
 local cur = redis.call('HGET', KEYS[2], ARGV[1])
@@ -78,10 +90,12 @@ export function redisLeaderboards(redis: Redis): Leaderboards {
   const r = redis as Redis & {
     lbUpdate(k1: string, k2: string, ...args: string[]): Promise<number>
     lbRank(k1: string, k2: string, player: string): Promise<[number, string] | null>
+    lbRemove(k1: string, k2: string, player: string): Promise<number>
   }
   if (!('lbUpdate' in redis)) {
     redis.defineCommand('lbUpdate', { numberOfKeys: 2, lua: UPDATE_LUA })
     redis.defineCommand('lbRank', { numberOfKeys: 2, lua: RANK_LUA })
+    redis.defineCommand('lbRemove', { numberOfKeys: 2, lua: REMOVE_LUA })
   }
   return {
     kind: 'redis',
@@ -109,12 +123,15 @@ export function redisLeaderboards(redis: Redis): Leaderboards {
     async drop(id) {
       await redis.del(z(id), h(id))
     },
+    async remove(id, playerId) {
+      await r.lbRemove(z(id), h(id), playerId)
+    },
   }
 }
 
 /** The embedded equivalent: a sorted array per tournament (binary search; an update moves one entry). */
 export function memoryLeaderboards(): Leaderboards {
-  interface Board { sorted: BoardEntry[]; byPlayer: Map<string, BoardEntry> }
+  interface Board { sorted: BoardEntry[]; byPlayer: Map<string, BoardEntry>; removed: Set<string> }
   const boards = new Map<string, Board>()
   const before = (a: BoardEntry, b: BoardEntry) =>
     a.score !== b.score ? a.score > b.score : a.reachedMs !== b.reachedMs ? a.reachedMs < b.reachedMs : a.playerId < b.playerId
@@ -130,7 +147,7 @@ export function memoryLeaderboards(): Leaderboards {
   }
   const board = (id: string) => {
     let b = boards.get(id)
-    if (!b) boards.set(id, (b = { sorted: [], byPlayer: new Map() }))
+    if (!b) boards.set(id, (b = { sorted: [], byPlayer: new Map(), removed: new Set() }))
     return b
   }
   return {
@@ -138,6 +155,7 @@ export function memoryLeaderboards(): Leaderboards {
     async update(id, entries) {
       const b = board(id)
       for (const e of entries) {
+        if (b.removed.has(e.playerId)) continue
         const cur = b.byPlayer.get(e.playerId)
         if (cur && cur.version >= e.version) continue
         if (cur) b.sorted.splice(indexOf(b.sorted, cur), 1)
@@ -158,6 +176,13 @@ export function memoryLeaderboards(): Leaderboards {
     total: async (id) => boards.get(id)?.sorted.length ?? 0,
     async drop(id) {
       boards.delete(id)
+    },
+    async remove(id, playerId) {
+      const b = board(id)
+      const cur = b.byPlayer.get(playerId)
+      if (cur) b.sorted.splice(indexOf(b.sorted, cur), 1)
+      b.byPlayer.delete(playerId)
+      b.removed.add(playerId)
     },
   }
 }
