@@ -33,8 +33,8 @@ interface StepDef {
   event_type?: string
   filters?: EventCondition[]
   on_event?: string | null
+  timeout_seconds?: number
 }
-
 
 /** Campaigns of these brands whose rules could react to an event now. */
 async function reactiveCampaigns(sql: Sql, brandIds: string[]): Promise<EngineCampaign[]> {
@@ -265,8 +265,8 @@ async function holdOut(tx: Sql, c: EngineCampaign, playerIds: string[], now: Dat
  */
 async function resumeWaiting(tx: Sql, matches: RuleMatch[], now: Date): Promise<void> {
   if (!matches.length) return
-  const waiting = await tx<{ id: string; campaign_id: string; player_id: string; step: string; updated_at: Date; wake_at: Date | null }[]>`
-    select p.id, p.campaign_id, p.player_id, p.step, p.updated_at, p.wake_at from campaign_participants p
+  const waiting = await tx<{ id: string; campaign_id: string; player_id: string; step: string; updated_at: Date }[]>`
+    select p.id, p.campaign_id, p.player_id, p.step, p.updated_at from campaign_participants p
     join unnest(${matches.map((m) => m.c.id)}::uuid[], ${matches.map((m) => m.playerId)}::uuid[]) as x(campaign_id, player_id)
       on p.campaign_id = x.campaign_id and p.player_id = x.player_id
     where p.status = 'waiting'
@@ -283,8 +283,11 @@ async function resumeWaiting(tx: Sql, matches: RuleMatch[], now: Date): Promise<
     // Only events received after the player reached the step, and before its timeout ran out (one received
     // later is too late, though the engine has not yet taken the player down on_timeout). Both times are
     // the processes' clocks (the receiving one's, the advancing one's): hosts keep them in sync (NTP).
+    // The deadline from when it reached the step, not wake_at: that is the work loop's due column, pushed
+    // to the end of a lease while the engine takes the timeout.
     const received = e.receivedAt.getTime()
-    if (received < p.updated_at.getTime() || (p.wake_at && received > p.wake_at.getTime())) continue
+    const reached = p.updated_at.getTime()
+    if (received < reached || received > reached + (step.timeout_seconds ?? 0) * 1000) continue
     if (!matchesFilter(e, { event_type: step.event_type!, filters: step.filters })) continue
     moves.push({ id: p.id, next: step.on_event ?? null })
     byKey.delete(k) // moved on: no longer waiting for the batch's later events

@@ -319,7 +319,8 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
         // not begun, and every event of the current one would then be dropped as a past period's.
         const ps = periodStart(m.type, m.tz, h.e.eventTime.getTime() > batchNow.getTime() ? batchNow : h.e.eventTime)
         // A stored period that is no period start of the mission as it is now (a PATCH changed its type or
-        // zone) is not the event's period, earlier or later: its progress starts over in the event's.
+        // zone) belongs to the old definition: the player has no state under the new one yet, and the event
+        // starts it in its own period, as for a player without state.
         const redefined = ps && st.period && periodStart(m.type, m.tz, st.period)?.getTime() !== st.period.getTime()
         if (ps && (!st.period || redefined || ps.getTime() > st.period.getTime())) {
           Object.assign(st, { value: 0, stage: 0, period: ps, done: false })

@@ -262,7 +262,10 @@ export async function grantRewardsMany(tx: Tx, grants: RewardGrant[]): Promise<v
           with ordinality as e(player_id, currency_id, tenant_id, brand_id, amount, source, source_id, n)
       ), b as (
         insert into player_point_balances as pb (player_id, currency_id, tenant_id, balance, lifetime_earned)
+        -- In key order: concurrent batches crediting the same players (a collaborative mission's
+        -- contributors, not locked by the batch beforehand) take the balance rows' locks in one order.
         select player_id, currency_id, tenant_id, sum(amount), sum(amount) from e group by player_id, currency_id, tenant_id
+        order by player_id, currency_id
         on conflict (player_id, currency_id) do update set balance = pb.balance + excluded.balance,
           lifetime_earned = pb.lifetime_earned + excluded.lifetime_earned, updated_at = now()
         returning player_id, currency_id, balance

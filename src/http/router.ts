@@ -452,7 +452,9 @@ function coerce(raw: Record<string, unknown>, types: Record<string, string>): Re
 function declaredKeys(schema: TSchema | undefined): ReadonlySet<string> | undefined {
   const s = schema as { type?: unknown; properties?: Record<string, unknown>; additionalProperties?: unknown } | undefined
   if (!s || s.type !== 'object' || !s.properties || (s.additionalProperties !== undefined && s.additionalProperties !== false)) return undefined
-  return new Set(Object.keys(s.properties))
+  // `brand` is the request's brand hint on every brand-scoped route (RouteRequest's #brandHint), declared
+  // by its schema or not (PUT /settings/* take it without storing it).
+  return new Set([...Object.keys(s.properties), 'brand'])
 }
 
 function onlyDeclared(value: unknown, keys: ReadonlySet<string> | undefined): unknown {

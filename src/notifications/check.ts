@@ -38,12 +38,10 @@ export async function checkSends(sql: dq.Sql, ns: CheckInput[], now: Date, opts:
   const campaignIds = [...new Set(ns.map((n) => n.campaignId).filter((id): id is string => id !== null))]
   const campaignStatus = new Map<string, string>()
   if (campaignIds.length) {
-    // Right before sending, the status is read under a share lock: a pause, resume or cancel committing
-    // meanwhile waits for this transaction, so a message this check finds paused is already settled
-    // (lease released) when the resume makes its campaign's waiting messages due, not left for 5 minutes.
-    const rows = opts.inFlight
-      ? await sql<{ id: string; status: string }[]>`select id, status from campaigns where id = any(${campaignIds}::uuid[]) for share`
-      : await sql<{ id: string; status: string }[]>`select id, status from campaigns where id = any(${campaignIds}::uuid[])`
+    // No lock: a resume committing between this read and the settlement is caught there (settleChecks
+    // reads the status again). A share lock here would hold every send of the process behind a resume's
+    // or a cancel's update of a whole campaign's messages.
+    const rows = await sql<{ id: string; status: string }[]>`select id, status from campaigns where id = any(${campaignIds}::uuid[])`
     for (const r of rows) campaignStatus.set(r.id, r.status)
   }
   // Cap windows per message, and the earliest instant any of them counts from.

@@ -106,6 +106,10 @@ t.test('settings are per brand, tenants isolated, writes need full access', asyn
   t.equal((await h.request('GET', '/settings/channels', { key: tenant.key, headers: { 'x-brand': second.slug } })).body.data.in_app, null)
   t.equal((await h.request('GET', '/settings/channels', { key: other.key })).body.data.in_app, null)
   t.equal((await h.request('GET', '/settings/channels', { key: other.key, headers: { 'x-brand': tenant.brand.id } })).status, 400, "another tenant's brand is unknown")
+  // The body's brand hint (docs/tenancy.md), though no settings schema declares it.
+  t.equal((await h.request('PUT', '/settings/channels/in_app', { key: tenant.key, body: { retention_days: 9, brand: second.slug } })).status, 200)
+  t.equal((await h.request('GET', '/settings/channels', { key: tenant.key, headers: { 'x-brand': second.slug } })).body.data.in_app?.retention_days, 9, 'the hinted brand got it')
+  t.equal((await h.request('GET', '/settings/channels', { key: tenant.key })).body.data.in_app?.retention_days, 7, 'the default brand kept its own')
   const ro = await tenant.createKey({ scopes: ['read'] })
   t.equal((await h.request('GET', '/settings/delivery', { key: ro.key })).status, 200)
   t.equal((await h.request('PUT', '/settings/delivery', { key: ro.key, body: {} })).status, 403)
