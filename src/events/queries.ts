@@ -29,7 +29,7 @@ export function upsertPlayers(tx: Tx, p: PlayerKeyColumns) {
     ), old as (
       -- The stored email and phone of the players this group may change (only events carrying either:
       -- most carry neither, and cost no read), to tell player.updated what changed.
-      select p.brand_id, p.external_id, p.email, p.phone from input i
+      select p.brand_id, p.external_id, p.email, p.phone, p.status, p.metadata, p.created_at from input i
       join players p on p.brand_id = i.brand_id and p.external_id = i.external_id
       where i.email is not null or i.phone is not null
     ), up as (
@@ -41,10 +41,14 @@ export function upsertPlayers(tx: Tx, p: PlayerKeyColumns) {
             updated_at = case when coalesce(excluded.email, players.email) is distinct from players.email
                                 or coalesce(excluded.phone, players.phone) is distinct from players.phone
                               then now() else players.updated_at end
-      returning id, tenant_id, brand_id, external_id, email, phone, status, metadata, created_at, updated_at, (xmax = 0) as created
+      returning id, tenant_id, brand_id, external_id, email, phone, (xmax = 0) as created
     ), changed as (
-      select up.*, array_remove(array[case when up.email is distinct from old.email then 'email' end,
-                                      case when up.phone is distinct from old.phone then 'phone' end], null) as fields
+      -- Status, metadata and created_at are not changed here: the stored ones; updated_at is now() when
+      -- the email or phone changed.
+      select up.id, up.tenant_id, up.brand_id, up.external_id, up.email, up.phone, old.status, old.metadata, old.created_at,
+             now() as updated_at,
+             array_remove(array[case when up.email is distinct from old.email then 'email' end,
+                                case when up.phone is distinct from old.phone then 'phone' end], null) as fields
       from up join old on old.brand_id = up.brand_id and old.external_id = up.external_id
       where not up.created
     ), upd as (
@@ -124,13 +128,15 @@ export function updateProfiles(tx: Tx, knownIds: (string | null)[], p: PlayerCol
         last_seen_at = greatest(p.last_seen_at, d.last_seen),
         last_login_at = greatest(p.last_login_at, d.last_login),
         event_count = p.event_count + d.event_count,
-        deposit_count = p.deposit_count + respin_money(d.money, coalesce(d.currency, p.currency), 'deposit_count')::int,
+        -- Counts take every currency's events (sql/0220: a deposit in another currency is a deposit), through
+        -- the one-currency shortcut when the deltas hold no other; totals only the profile currency's.
+        deposit_count = p.deposit_count + (case when d.money is null then 0 when (d.money - coalesce(d.currency, p.currency) - '') = '{}'::jsonb then respin_money(d.money, coalesce(d.currency, p.currency), 'deposit_count') else respin_count_all(d.money, 'deposit_count') end)::int,
         deposit_total = p.deposit_total + respin_money(d.money, coalesce(d.currency, p.currency), 'deposit_total'),
-        withdrawal_count = p.withdrawal_count + respin_money(d.money, coalesce(d.currency, p.currency), 'withdrawal_count')::int,
+        withdrawal_count = p.withdrawal_count + (case when d.money is null then 0 when (d.money - coalesce(d.currency, p.currency) - '') = '{}'::jsonb then respin_money(d.money, coalesce(d.currency, p.currency), 'withdrawal_count') else respin_count_all(d.money, 'withdrawal_count') end)::int,
         withdrawal_total = p.withdrawal_total + respin_money(d.money, coalesce(d.currency, p.currency), 'withdrawal_total'),
-        bet_count = p.bet_count + respin_money(d.money, coalesce(d.currency, p.currency), 'bet_count')::int,
+        bet_count = p.bet_count + (case when d.money is null then 0 when (d.money - coalesce(d.currency, p.currency) - '') = '{}'::jsonb then respin_money(d.money, coalesce(d.currency, p.currency), 'bet_count') else respin_count_all(d.money, 'bet_count') end)::int,
         bet_total = p.bet_total + respin_money(d.money, coalesce(d.currency, p.currency), 'bet_total'),
-        win_count = p.win_count + respin_money(d.money, coalesce(d.currency, p.currency), 'win_count')::int,
+        win_count = p.win_count + (case when d.money is null then 0 when (d.money - coalesce(d.currency, p.currency) - '') = '{}'::jsonb then respin_money(d.money, coalesce(d.currency, p.currency), 'win_count') else respin_count_all(d.money, 'win_count') end)::int,
         win_total = p.win_total + respin_money(d.money, coalesce(d.currency, p.currency), 'win_total'),
         bet_rollback_total = p.bet_rollback_total + respin_money(d.money, coalesce(d.currency, p.currency), 'bet_rollback_total'),
         win_rollback_total = p.win_rollback_total + respin_money(d.money, coalesce(d.currency, p.currency), 'win_rollback_total'),

@@ -63,9 +63,10 @@ const round = (n: number) => Math.round(n)
 
 /** The latest of last_seen_at, last_login_at, last_deposit_at; the registration time when none is set. */
 export function lastActivityAt(p: Pick<ScoringInput, 'created_at' | 'last_seen_at' | 'last_login_at' | 'last_deposit_at'>): Date {
-  let latest = p.created_at.getTime()
-  for (const d of [p.last_seen_at, p.last_login_at, p.last_deposit_at]) if (d && d.getTime() > latest) latest = d.getTime()
-  return new Date(latest)
+  let latest: number | undefined
+  for (const d of [p.last_seen_at, p.last_login_at, p.last_deposit_at]) if (d && (latest === undefined || d.getTime() > latest)) latest = d.getTime()
+  // Events dated before the registration (history imported later) still say when the player was active.
+  return new Date(latest ?? p.created_at.getTime())
 }
 
 export function daysSince(d: Date, now: Date): number {
@@ -152,8 +153,9 @@ export function nextBestAction(p: ScoringInput, now: Date): NextBestAction {
         ? { action: 'vip_retention_call', priority: 'high', channelHint: 'personal', reason: `high-value depositor inactive for ${idle} days ${tag}` }
         : { action: 'retention_bonus', priority: 'high', channelHint: channel, reason: `depositor inactive for ${idle} days ${tag}` }
     case 'new': {
+      // "Registered within 7 days": measured in time, as the lifecycle thresholds are; whole days in the text.
       const age = Math.floor(daysSince(p.created_at, now))
-      return age <= 7
+      return daysSince(p.created_at, now) <= 7
         ? { action: 'ftd_welcome_offer', priority: 'high', channelHint: channel, reason: `registered ${age} days ago without a first deposit ${tag}` }
         : { action: 'deposit_reminder', priority: 'medium', channelHint: channel, reason: `registered ${age} days ago, still no deposit ${tag}` }
     }

@@ -36,7 +36,8 @@ export interface FieldDef {
   column(env: Env): Fragment
 }
 
-const activity = (sql: Sql) => sql`greatest(pp.last_seen_at, pp.last_login_at, pp.last_deposit_at, p.created_at)`
+// As lastActivityAt (players/scoring.ts): the registration time only when no activity is known.
+const activity = (sql: Sql) => sql`coalesce(greatest(pp.last_seen_at, pp.last_login_at, pp.last_deposit_at), p.created_at)`
 
 /** scoring.ts lifecycleStage() in SQL; test/segments/rules.test.ts checks the two agree. */
 export function lifecycleStageSql({ sql, now }: Env): Fragment {

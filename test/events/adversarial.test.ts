@@ -110,7 +110,7 @@ t.test('currency: profile currency vs other currencies, lower-case codes, no cur
   const p = await profile(tenant.id, 'c')
   t.equal(p?.currency, 'GBP')
   t.equal(Number(p?.deposit_total), 15, 'GBP plus the currency-less deposit')
-  t.equal(Number(p?.deposit_count), 2)
+  t.equal(Number(p?.deposit_count), 4, 'counts take every currency: 2 GBP (one without currency) and 2 USD')
   t.same(Object.keys(p?.totals_by_currency ?? {}), ['USD'], 'usd and USD are one currency')
   t.equal(Number(p?.totals_by_currency?.USD?.deposit_total), 22.5)
   t.equal(Number(p?.totals_by_currency?.USD?.deposit_count), 2)
