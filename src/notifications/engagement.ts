@@ -167,11 +167,13 @@ export async function listInbox(deps: Deps, v: Visibility & { playerId: string; 
 /** The first read sets read_at and counts as the open (opened_at); message.opened stays email-only. */
 export async function markRead(deps: Deps, v: Visibility & { playerId: string; notificationId: string }) {
   const p = await inboxPlayer(deps, v)
+  // What the inbox lists, and only that, can be read: not a message past the brand's retention.
+  const days = await retentionDays(deps.sql, p.brandId)
   const [row] = await deps.sql<dq.NotificationRow[]>`
     update notifications set read_at = coalesce(read_at, now()), opened_at = coalesce(opened_at, now()),
       updated_at = case when read_at is null then now() else updated_at end
     where id = ${v.notificationId} and player_id = ${p.id} and channel = 'in_app' and status = 'delivered'
-      and ${shownInInbox(deps.sql, p.id)}
+      and delivered_at > now() - ${days} * interval '1 day' and ${shownInInbox(deps.sql, p.id)}
     returning id, rendered, campaign_id, created_at, read_at`
   if (!row) throw notFound('inbox message')
   return inboxItemOf(row)

@@ -99,6 +99,10 @@ export async function createInboxHub(ctx: Pick<AppContext, 'config' | 'sql' | 'p
         idleTimeout: 120,
         sendPingsAutomatically: true,
         maxPayloadLength: 4096,
+        // A client that stops reading is closed once 1 MB waits for it (it reloads the inbox when it
+        // reconnects), not left open while uWS silently drops the frames it cannot buffer.
+        maxBackpressure: 1024 * 1024,
+        closeOnBackpressureLimit: 1, // (a number in these typings: 1 = true)
         upgrade: (res, req, context) => {
           const token = new URLSearchParams(req.getQuery() ?? '').get('token') ?? ''
           const key = req.getHeader('sec-websocket-key')
