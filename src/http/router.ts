@@ -126,10 +126,9 @@ function watch(res: HttpResponse, traffic: Traffic): Conn {
 }
 
 const REQUEST_ID_RE = /^[\w.:-]{1,128}$/
-function requestIdOf(req: HttpRequest): string {
-  const given = req.getHeader('x-request-id')
-  return given && REQUEST_ID_RE.test(given) ? given : newRequestId()
-}
+/** The caller's x-request-id when it is a short token, else a new one. */
+export const requestIdFrom = (given: string | undefined): string => (given && REQUEST_ID_RE.test(given) ? given : newRequestId())
+const requestIdOf = (req: HttpRequest): string => requestIdFrom(req.getHeader('x-request-id'))
 
 /**
  * Request ids only need to be unique: a random per-process prefix and a counter are, at a fraction of

@@ -9,7 +9,7 @@ import postgres from 'postgres'
 import type { TemplatedApp, WebSocket } from 'uWebSockets.js'
 import { WebSocketServer, type WebSocket as NodeWebSocket } from 'ws'
 import type { AppContext } from '../context.ts'
-import { API_PREFIX } from '../http/router.ts'
+import { API_PREFIX, requestIdFrom } from '../http/router.ts'
 import type { Sql } from './delivery-queries.ts'
 import { playerOfInboxToken, type InboxItem } from './engagement.ts'
 
@@ -51,10 +51,22 @@ const INBOX_PATH = `${API_PREFIX}/inbox/ws`
 const NODE_PING_MS = 30_000
 
 /** Answers an upgrade request that will not become a WebSocket, then closes the connection. */
-function refuseUpgrade(socket: Duplex, status: string, body = ''): void {
-  const head = `HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n`
+/** A refused upgrade, answered like every error of the API: the spec's body, a request id, Retry-After on 503. */
+interface Refusal { status: string; code: string; error: string; requestId: string }
+
+const refusalBody = (r: Refusal) => JSON.stringify({ error: r.error, code: r.code, request_id: r.requestId })
+const retryAfter = (r: Refusal) => (r.code === 'SERVICE_UNAVAILABLE' ? '5' : undefined)
+
+function refuseUpgrade(socket: Duplex, r: Refusal): void {
+  const body = refusalBody(r)
+  const after = retryAfter(r)
+  const head = `HTTP/1.1 ${r.status}\r\nconnection: close\r\ncontent-type: application/json\r\nx-request-id: ${r.requestId}\r\n` +
+    `${after ? `retry-after: ${after}\r\n` : ''}content-length: ${Buffer.byteLength(body)}\r\n\r\n`
   socket.end(head + body)
 }
+
+const UNAUTHORIZED = { status: '401 Unauthorized', code: 'UNAUTHORIZED', error: 'invalid or expired inbox token' }
+const UNAVAILABLE = { status: '503 Service Unavailable', code: 'SERVICE_UNAVAILABLE', error: 'the inbox token could not be checked; retry' }
 
 export async function createInboxHub(ctx: Pick<AppContext, 'config' | 'sql' | 'pg' | 'log' | 'clock'>): Promise<InboxHub> {
   const apps: TemplatedApp[] = []
@@ -108,23 +120,26 @@ export async function createInboxHub(ctx: Pick<AppContext, 'config' | 'sql' | 'p
           const key = req.getHeader('sec-websocket-key')
           const protocol = req.getHeader('sec-websocket-protocol')
           const extensions = req.getHeader('sec-websocket-extensions')
+          const requestId = requestIdFrom(req.getHeader('x-request-id'))
+          const refuse = (r: Refusal) => {
+            res.writeStatus(r.status).writeHeader('content-type', 'application/json').writeHeader('x-request-id', r.requestId)
+            const after = retryAfter(r)
+            if (after) res.writeHeader('retry-after', after)
+            res.end(refusalBody(r))
+          }
           let aborted = false
           res.onAborted(() => (aborted = true))
           playerOfInboxToken(ctx, token).then(
             (playerId) => {
               if (aborted) return
               res.cork(() => {
-                if (!playerId) {
-                  res.writeStatus('401 Unauthorized').writeHeader('content-type', 'application/json')
-                    .end(JSON.stringify({ error: 'invalid or expired inbox token', code: 'UNAUTHORIZED' }))
-                  return
-                }
+                if (!playerId) return refuse({ ...UNAUTHORIZED, requestId })
                 res.upgrade<SocketData>({ playerId }, key, protocol, extensions, context)
               })
             },
             (err: unknown) => {
               ctx.log.error({ err }, 'inbox socket upgrade failed')
-              if (!aborted) res.cork(() => res.writeStatus('503 Service Unavailable').end())
+              if (!aborted) res.cork(() => refuse({ ...UNAVAILABLE, requestId }))
             },
           )
         },
@@ -158,19 +173,21 @@ export async function createInboxHub(ctx: Pick<AppContext, 'config' | 'sql' | 'p
       })
       server.on('upgrade', (req, socket: Duplex, head: Buffer) => {
         socket.on('error', () => socket.destroy())
+        const given = req.headers['x-request-id']
+        const requestId = requestIdFrom(typeof given === 'string' ? given : undefined)
         let url: URL
         try {
           url = new URL(req.url ?? '/', 'http://inbox')
         } catch {
           // A target no URL parser takes (`//host:99999/`): thrown here it would end the process.
-          return refuseUpgrade(socket, '400 Bad Request', JSON.stringify({ error: 'malformed request target', code: 'BAD_REQUEST' }))
+          return refuseUpgrade(socket, { status: '400 Bad Request', code: 'BAD_REQUEST', error: 'malformed request target', requestId })
         }
-        if (url.pathname !== INBOX_PATH) return refuseUpgrade(socket, '404 Not Found', JSON.stringify({ error: 'not found', code: 'NOT_FOUND' }))
+        if (url.pathname !== INBOX_PATH) return refuseUpgrade(socket, { status: '404 Not Found', code: 'NOT_FOUND', error: 'not found', requestId })
         playerOfInboxToken(ctx, url.searchParams.get('token') ?? '').then(
           (playerId) => {
             if (socket.destroyed) return
             if (!playerId) {
-              return refuseUpgrade(socket, '401 Unauthorized', JSON.stringify({ error: 'invalid or expired inbox token', code: 'UNAUTHORIZED' }))
+              return refuseUpgrade(socket, { ...UNAUTHORIZED, requestId })
             }
             wss.handleUpgrade(req, socket, head, (ws) => {
               open++
@@ -191,7 +208,7 @@ export async function createInboxHub(ctx: Pick<AppContext, 'config' | 'sql' | 'p
           },
           (err: unknown) => {
             ctx.log.error({ err }, 'inbox socket upgrade failed')
-            refuseUpgrade(socket, '503 Service Unavailable')
+            refuseUpgrade(socket, { ...UNAVAILABLE, requestId })
           },
         )
       })

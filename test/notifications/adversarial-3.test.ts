@@ -289,7 +289,7 @@ t.test('inbox tokens and reads: brand-pinned keys of another brand, read-only ke
   t.equal(await refused(`${wsUrl}?token=${encodeURIComponent(token)}`), 101, 'the token itself opens')
 })
 
-t.test('a refused inbox upgrade answers in the error shape, with a request id', bug('inbox-socket.ts refuseUpgrade() writes { error, code } without request_id and without an x-request-id header'), async (t) => {
+t.test('a refused inbox upgrade answers in the error shape, with a request id', async (t) => {
   // docs/errors.md: "Every error response has the body { error, code, details?, request_id } and an x-request-id header".
   const res = await rawRequest(h.app.port, [
     'GET /api/v1/inbox/ws?token=forged HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n',
