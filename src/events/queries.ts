@@ -8,6 +8,24 @@ import type { PlayerColumns, StatusColumns } from './transform.ts'
 
 type Tx = Sql | TransactionSql | ReservedSql
 
+/**
+ * The delta of one count (deposit_count, ...) of a group's money: every currency's events (sql/0220: a
+ * deposit in another currency is a deposit), through the one-currency shortcut when the deltas hold no
+ * other (respin_money is inlined; respin_count_all walks the map).
+ */
+const countDelta = (tx: Tx, key: string) =>
+  tx`(case when d.money is null then 0
+       when (d.money - coalesce(d.currency, p.currency) - '') = '{}'::jsonb then respin_money(d.money, coalesce(d.currency, p.currency), ${key})
+       else respin_count_all(d.money, ${key}) end)::int`
+
+/** player.updated's data as PATCH /players writes it (players/service.ts applyChanges), from a row's columns. */
+const playerUpdated = (tx: Tx, changed: ReturnType<Tx>) =>
+  tx`jsonb_build_object(
+    'player_id', id, 'external_id', external_id, 'email', email, 'phone', phone, 'status', status,
+    'metadata', coalesce(metadata, '{}'::jsonb),
+    'created_at', to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+    'updated_at', to_char(updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'changed', ${changed})`
+
 export interface PlayerKeyColumns {
   tenant_id: string[]
   brand_id: string[]
@@ -52,12 +70,8 @@ export function upsertPlayers(tx: Tx, p: PlayerKeyColumns) {
       from up join old on old.brand_id = up.brand_id and old.external_id = up.external_id
       where not up.created
     ), upd as (
-      -- The same player.updated as PATCH /players writes (players/service.ts applyChanges).
       insert into outbox (tenant_id, brand_id, event, data)
-      select tenant_id, brand_id, 'player.updated', jsonb_build_object(
-        'player_id', id, 'external_id', external_id, 'email', email, 'phone', phone, 'status', status,
-        'metadata', coalesce(metadata, '{}'::jsonb), 'created_at', to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-        'updated_at', to_char(updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'changed', to_jsonb(fields))
+      select tenant_id, brand_id, 'player.updated', ${playerUpdated(tx, tx`to_jsonb(fields)`)}
       from changed where cardinality(fields) > 0
     ), prof as (
       insert into player_profiles (player_id, tenant_id, brand_id)
@@ -128,15 +142,14 @@ export function updateProfiles(tx: Tx, knownIds: (string | null)[], p: PlayerCol
         last_seen_at = greatest(p.last_seen_at, d.last_seen),
         last_login_at = greatest(p.last_login_at, d.last_login),
         event_count = p.event_count + d.event_count,
-        -- Counts take every currency's events (sql/0220: a deposit in another currency is a deposit), through
-        -- the one-currency shortcut when the deltas hold no other; totals only the profile currency's.
-        deposit_count = p.deposit_count + (case when d.money is null then 0 when (d.money - coalesce(d.currency, p.currency) - '') = '{}'::jsonb then respin_money(d.money, coalesce(d.currency, p.currency), 'deposit_count') else respin_count_all(d.money, 'deposit_count') end)::int,
+        -- Counts take every currency's events (countDelta); totals only the profile currency's.
+        deposit_count = p.deposit_count + ${countDelta(tx, 'deposit_count')},
         deposit_total = p.deposit_total + respin_money(d.money, coalesce(d.currency, p.currency), 'deposit_total'),
-        withdrawal_count = p.withdrawal_count + (case when d.money is null then 0 when (d.money - coalesce(d.currency, p.currency) - '') = '{}'::jsonb then respin_money(d.money, coalesce(d.currency, p.currency), 'withdrawal_count') else respin_count_all(d.money, 'withdrawal_count') end)::int,
+        withdrawal_count = p.withdrawal_count + ${countDelta(tx, 'withdrawal_count')},
         withdrawal_total = p.withdrawal_total + respin_money(d.money, coalesce(d.currency, p.currency), 'withdrawal_total'),
-        bet_count = p.bet_count + (case when d.money is null then 0 when (d.money - coalesce(d.currency, p.currency) - '') = '{}'::jsonb then respin_money(d.money, coalesce(d.currency, p.currency), 'bet_count') else respin_count_all(d.money, 'bet_count') end)::int,
+        bet_count = p.bet_count + ${countDelta(tx, 'bet_count')},
         bet_total = p.bet_total + respin_money(d.money, coalesce(d.currency, p.currency), 'bet_total'),
-        win_count = p.win_count + (case when d.money is null then 0 when (d.money - coalesce(d.currency, p.currency) - '') = '{}'::jsonb then respin_money(d.money, coalesce(d.currency, p.currency), 'win_count') else respin_count_all(d.money, 'win_count') end)::int,
+        win_count = p.win_count + ${countDelta(tx, 'win_count')},
         win_total = p.win_total + respin_money(d.money, coalesce(d.currency, p.currency), 'win_total'),
         bet_rollback_total = p.bet_rollback_total + respin_money(d.money, coalesce(d.currency, p.currency), 'bet_rollback_total'),
         win_rollback_total = p.win_rollback_total + respin_money(d.money, coalesce(d.currency, p.currency), 'win_rollback_total'),
@@ -187,10 +200,7 @@ export function applyStatuses(tx: Tx, s: StatusColumns) {
     ), ob as (
       -- As PATCH /players does: player.updated (changed: status), then player.status_changed.
       insert into outbox (tenant_id, brand_id, event, data)
-      select tenant_id, brand_id, e.event, case when e.event = 'player.updated' then jsonb_build_object(
-          'player_id', id, 'external_id', external_id, 'email', email, 'phone', phone, 'status', status,
-          'metadata', coalesce(metadata, '{}'::jsonb), 'created_at', to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-          'updated_at', to_char(updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'changed', jsonb_build_array('status'))
+      select tenant_id, brand_id, e.event, case when e.event = 'player.updated' then ${playerUpdated(tx, tx`jsonb_build_array('status')`)}
         else jsonb_build_object(
           'player_id', id, 'external_id', external_id, 'status', status, 'previous_status', previous_status, 'reason', reason) end
       from u cross join (values (1, 'player.updated'), (2, 'player.status_changed')) as e(n, event)

@@ -191,7 +191,7 @@ export interface NewNotification {
 /**
  * insertNotification for many rows in one statement. JSON goes in as text[] cast per row: postgres.js
  * encodes each element of a jsonb[] parameter as JSON again, which would store strings, not objects. Returns the rows inserted (id, key, status); a row
- * whose idempotency key exists already, or whose player no longer exists, is left out and not returned.
+ * whose idempotency key exists already is left alone and not returned.
  */
 export async function insertNotifications(sql: Sql, ns: (NewNotification & { id?: string })[]): Promise<{ id: string; idempotency_key: string | null; status: string; created_at: Date }[]>
 export async function insertNotifications(sql: Sql, ns: (NewNotification & { id?: string })[], returning: 'rows'): Promise<NotificationRow[]>
@@ -212,12 +212,7 @@ export async function insertNotifications(sql: Sql, ns: (NewNotification & { id?
                 ${ns.map((n) => n.status)}::text[], ${ns.map((n) => n.reason)}::text[], ${ns.map((n) => n.scheduledAt.toISOString())}::timestamptz[],
                 ${ns.map((n) => String(n.bulk === true))}::text[], ${ns.map((n) => (n.rendered ? JSON.stringify(n.rendered) : null))}::text[],
                 ${ns.map((n) => n.error ?? null)}::text[])
-      with ordinality as x(id, tenant_id, brand_id, player_id, channel, template_id, content, payload, class, campaign_id, idempotency_key, status, reason, scheduled_at, bulk, rendered, error, n)
-    -- A player erased since it was selected (a delayed trigger's run, a one-shot's chunk) gets nothing,
-    -- and the rest of the batch goes on: its row would break the foreign key and fail the whole insert.
-    where exists (select 1 from players p where p.id = x.player_id)
-    -- In input order: of two rows with one idempotency key, the first listed is the one inserted.
-    order by x.n
+      as x(id, tenant_id, brand_id, player_id, channel, template_id, content, payload, class, campaign_id, idempotency_key, status, reason, scheduled_at, bulk, rendered, error)
     on conflict (tenant_id, idempotency_key) where idempotency_key is not null do nothing
     returning ${returning === 'rows' ? notificationColumns(sql) : sql`id, idempotency_key, status, created_at`}`
 }

@@ -247,11 +247,14 @@ async function enqueueMany(
       Object.assign(rows[k]!, 'error' in o ? { status: 'failed', error: o.error } : { status: 'delivered', rendered: o.rendered })
     }
   }
+  // A player erased since the caller chose them (a delayed trigger's run, a one-shot's chunk) has no
+  // recipient row: their message is not inserted (it would break the foreign key and fail the batch).
+  const insertable = rows.filter((_, k) => checked[k]!.recipient)
   const inserted = new Map<string, { id: string; status: string; created_at?: Date }>(
-    (returning === 'rows' ? await dq.insertNotifications(sql, rows, 'rows') : await dq.insertNotifications(sql, rows)).map((r) => [r.id, r]),
+    (returning === 'rows' ? await dq.insertNotifications(sql, insertable, 'rows') : await dq.insertNotifications(sql, insertable)).map((r) => [r.id, r]),
   )
   // Keys that named an existing notification (a retry after a crash, or a key twice in one batch) keep it.
-  const lost = inputs.filter((_, k) => !inserted.has(ids[k]!))
+  const lost = inputs.filter((_, k) => !inserted.has(ids[k]!) && checked[k]!.recipient)
   const existing = new Map<string, { id: string; status: string }>()
   if (lost.length) {
     const found = await dq.selectByIdempotencyKeys(sql, distinct(lost.map((i) => i.tenantId)), lost.map((i) => i.idempotencyKey as string), returning)
@@ -273,9 +276,8 @@ async function enqueueMany(
     const own = inserted.get(ids[k]!)
     const row = own ?? existing.get(`${input.tenantId}:${input.idempotencyKey}`)
     if (!row && !checked[k]!.recipient) {
-      // The player was erased since the caller chose them (insertNotifications leaves such rows out): no
-      // message, and not an error that would fail the rest of a campaign's chunk forever. A single send
-      // answers as for a player that does not exist.
+      // The player was erased (not inserted, above): no message, and no error that would fail the rest of
+      // a campaign's chunk forever. A single send answers as for a player that does not exist.
       if (returning === 'rows') throw notFound('player')
       return { row: { id: ids[k]!, status: 'suppressed' }, created: false }
     }

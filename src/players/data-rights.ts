@@ -44,13 +44,11 @@ const ERASED = '[erased]'
  * erased email or phone cut out of every string left (an SMTP refusal quoting the address, say).
  */
 function scrubData(data: Record<string, unknown>, s: PlayerSubject): Record<string, unknown> {
-  const needles = [s.email, s.phone].filter((n): n is string => typeof n === 'string' && n.length >= 3)
+  const needles = [s.email, s.phone]
+    .filter((n): n is string => typeof n === 'string' && n.length >= 3)
+    .map((n) => new RegExp(n.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'), 'gi'))
   const scrub = (v: unknown, depth: number): unknown => {
-    if (typeof v === 'string') {
-      let out = v
-      for (const n of needles) out = out.replace(new RegExp(n.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'), 'gi'), ERASED)
-      return out
-    }
+    if (typeof v === 'string') return needles.reduce((out, n) => out.replace(n, ERASED), v)
     if (depth > 32 || v === null || typeof v !== 'object') return v
     if (Array.isArray(v)) return v.map((x) => scrub(x, depth + 1))
     return Object.fromEntries(Object.entries(v as Record<string, unknown>).map(([k, x]) => [k, scrub(x, depth + 1)]))
@@ -194,9 +192,6 @@ async function findJob(sql: Sql, v: Visibility & { playerId: string }): Promise<
 // routes the context itself.
 const wakers = new WeakMap<object, () => void>()
 
-/** Tournaments an erasure's transaction found the player on, for the caches after its commit. */
-const erasedFromBoards = new Map<string, string[]>()
-
 /** An erased player's events in ClickHouse carry this prefix and 32 hex digits as their player id. */
 export const ERASURE_TOKEN_PREFIX = 'erased-'
 
@@ -206,7 +201,7 @@ export const ERASURE_TOKEN_PREFIX = 'erased-'
  */
 export async function erasePlayer(ctx: AppContext, input: { principal: Principal; playerId: string; requestId: string }): Promise<ErasureJob> {
   const v: Visibility = { tenantId: input.principal.tenantId, brandId: input.principal.brandId }
-  const job = await ctx.sql.begin(async (tx) => {
+  const erased = await ctx.sql.begin(async (tx) => {
     const [player] = await tx<{ id: string; tenant_id: string; brand_id: string; external_id: string; email: string | null; phone: string | null }[]>`
       select id, tenant_id, brand_id, external_id, email, phone from players where id = ${input.playerId} and ${visibleTo(tx, v)} for update`
     if (!player) return undefined
@@ -215,7 +210,6 @@ export async function erasePlayer(ctx: AppContext, input: { principal: Principal
     }
     // The live leaderboards the player is on (their rows go with the player's cascade below).
     const boards = await tx<{ tournament_id: string }[]>`select tournament_id from tournament_participants where player_id = ${player.id}`
-    erasedFromBoards.set(player.id, boards.map((b) => b.tournament_id))
     for (const step of ERASURE_STEPS) await step(tx, subject)
     await tx`delete from players where id = ${player.id}`
     const [row] = await tx<JobRow[]>`
@@ -224,10 +218,10 @@ export async function erasePlayer(ctx: AppContext, input: { principal: Principal
       returning *`
     // No before/after: they would put back in the trail what was just erased.
     await recordAudit(tx, { ...actorOf(input), action: 'erasePlayer', target: { type: 'player', id: player.id }, requestId: input.requestId })
-    return row as JobRow
+    return { job: row as JobRow, tournaments: boards.map((b) => b.tournament_id) }
   })
-  const tournaments = erasedFromBoards.get(input.playerId) ?? []
-  erasedFromBoards.delete(input.playerId)
+  const job = erased?.job
+  const tournaments = erased?.tournaments ?? []
   if (job && tournaments.length) {
     // The leaderboard caches (Redis, shared; or this process's own) drop the player too.
     const boards = ctx.gamification?.boards ?? (ctx.redis ? redisLeaderboards(ctx.redis) : undefined)
