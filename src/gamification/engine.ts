@@ -349,18 +349,11 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
           const stages = m.rules.stages ?? []
           while (st.stage < stages.length && st.value >= micros((stages[st.stage] as { target: number }).target)) {
             st.stage++
-            const last = st.stage === stages.length
             completions.push({ player: pk, mission: m, stage: st.stage, rewards: (stages[st.stage - 1] as { rewards?: Rewards }).rewards })
-            if (last) {
-              st.completions++
-              st.done = true
-              st.last = h.e.eventTime
-              missionsCompleted.set(player, (missionsCompleted.get(player) ?? 0) + 1)
-            }
           }
+          // Past the last stage, reached now or before a PATCH took the stages down to ones the player has
+          // all passed (and been rewarded for, as a lowered target completes on the next event): completed.
           if (!st.done && stages.length > 0 && st.stage >= stages.length) {
-            // A PATCH took the stages down to ones the player has all passed (and been rewarded for): the
-            // mission completes now, as a lowered target does.
             st.stage = stages.length
             st.completions++
             st.done = true
@@ -602,12 +595,11 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
     await tx`update player_missions set completions = completions + 1, period_done = true, last_completed_at = now()
              where mission_id = ${m.id} and value > 0`
     const keys = contributors.map((c) => ({ playerId: c.player_id, tenantId: c.tenant_id, brandId: m.brandId }))
-    for (const pk of keys) {
-      await insertOutbox(tx as unknown as Sql, {
-        tenantId: pk.tenantId, brandId: pk.brandId, event: 'gamification.mission_completed',
-        data: { player_id: pk.playerId, mission_id: m.id, stage: 1, brand_id: pk.brandId },
-      })
-    }
+    // Pipelined, as a batch's own completions are.
+    await Promise.all(keys.map((pk) => insertOutbox(tx as unknown as Sql, {
+      tenantId: pk.tenantId, brandId: pk.brandId, event: 'gamification.mission_completed',
+      data: { player_id: pk.playerId, mission_id: m.id, stage: 1, brand_id: pk.brandId },
+    })))
     // Every contributor's rewards in a few statements, each one's level checked once.
     await grantRewardsMany(tx, keys.map((pk) => ({ player: pk, rewards: m.rewards, source: { kind: 'mission', id: m.id } })))
     await tx`insert into player_gamification (player_id, tenant_id, missions_completed)
