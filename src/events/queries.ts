@@ -166,8 +166,11 @@ export function updateProfiles(tx: Tx, knownIds: (string | null)[], p: PlayerCol
             when (n.value->>'at')::timestamptz >= (o.value->>'at')::timestamptz then n.value
             else o.value end), '{}'::jsonb)
           from jsonb_each(coalesce(p.consent, '{}'::jsonb)) o full join jsonb_each(d.consent) n using (key)) end,
-        first_deposit_at = coalesce(p.first_deposit_at, d.first_deposit_at),
-        first_deposit_amount = case when p.first_deposit_at is null then d.first_deposit_amount else p.first_deposit_amount end,
+        -- The first deposit is the earliest by event time, whatever order the deposits arrive in (as
+        -- first_seen_at, and as analytics' FTD); player.converted still fires once, at the first arrival.
+        first_deposit_at = least(p.first_deposit_at, d.first_deposit_at),
+        first_deposit_amount = case when p.first_deposit_at is null or d.first_deposit_at < p.first_deposit_at
+          then d.first_deposit_amount else p.first_deposit_amount end,
         last_deposit_at = greatest(p.last_deposit_at, d.last_deposit_at),
         updated_at = now()
       from d

@@ -7,8 +7,6 @@ import t from 'tap'
 import { recomputeSegments } from '../../src/segments/service.ts'
 import { startHarness, type TestTenant } from '../helpers/harness.ts'
 
-const bug = (why: string) => (process.env.RESPIN_RUN_TODO ? {} : { todo: `product bug: ${why}` })
-
 // The app's clock: the real one unless a test pins it (lifecycle stages, scores, relative dates and the
 // recompute read it). Ingestion stamps events with their own `timestamp`, which tests always give.
 let pinned: number | undefined
@@ -625,7 +623,7 @@ t.test('next-best-action: "new, registered ≤ 7 days ago" is measured in time, 
   }
 })
 
-t.test('the first deposit is the earliest by event time, whether the deposits arrive in one batch or in two', bug('updateProfiles (src/events/queries.ts) keeps the first-arrived first_deposit_at/first_deposit_amount (coalesce) while a batch orders by event time and first_seen_at takes least(): a late, earlier deposit never becomes the first'), async (t) => {
+t.test('the first deposit is the earliest by event time, whether the deposits arrive in one batch or in two', async (t) => {
   const tenant = await h.createTenant()
   // contract-engines §1: "An event counts in the period, window and tournament of its own event_time";
   // first_seen_at already is the earliest event time whatever the arrival order.
