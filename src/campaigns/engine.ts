@@ -25,12 +25,17 @@ export interface CampaignEngine {
   round(): Promise<void>
 }
 
-type Deps = Pick<AppContext, 'sql' | 'log' | 'clock' | 'delivery'>
+type Deps = Pick<AppContext, 'sql' | 'log' | 'clock' | 'delivery'> & Partial<Pick<AppContext, 'stream'>>
 
 /** Visits the campaigns due at ctx.clock(); true when there may be more. */
 export async function visitDue(deps: Deps): Promise<boolean> {
   const ids = await selectDueCampaignIds(deps.sql, deps.clock(), VISITS_PER_STEP)
-  for (const id of ids) await visitCampaign(deps, id)
+  for (const id of ids) {
+    // A campaign started at start_at (or ended at end_at) changes what the stream's pre-test must let
+    // through for its brand, as a PATCH does: every process reloads it now, not when its cache expires.
+    const brand = await visitCampaign(deps, id)
+    if (brand) await deps.stream?.interestChanged(brand)
+  }
   return ids.length === VISITS_PER_STEP
 }
 

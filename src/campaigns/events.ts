@@ -39,7 +39,7 @@ interface StepDef {
 /** Campaigns of these brands whose rules could react to an event now. */
 async function reactiveCampaigns(sql: Sql, brandIds: string[]): Promise<EngineCampaign[]> {
   return sql<EngineCampaign[]>`
-    select id, tenant_id, brand_id, status, type, channels, target_segment_id, schedule, config, started_at, next_tick_at
+    select id, tenant_id, brand_id, status, type, channels, target_segment_id, schedule, config, started_at, next_tick_at, paused_spans
     from campaigns
     where brand_id = any(${brandIds}::uuid[])
       and (
@@ -258,6 +258,9 @@ async function holdOut(tx: Sql, c: EngineCampaign, playerIds: string[], now: Dat
     on conflict do nothing`
 }
 
+/** How far a wait_for_event's event may be dated outside the wait (stream lag, clock skew). */
+const EVENT_TIME_SLACK_MS = 5 * 60_000
+
 /**
  * Waiting participants whose wait_for_event step an event of the batch matches move on to on_event: the
  * batch's waiting participants read (and locked) in one statement, the events tried in stream order, the
@@ -287,7 +290,14 @@ async function resumeWaiting(tx: Sql, matches: RuleMatch[], now: Date): Promise<
     // to the end of a lease while the engine takes the timeout.
     const received = e.receivedAt.getTime()
     const reached = p.updated_at.getTime()
-    if (received < reached || received > reached + (step.timeout_seconds ?? 0) * 1000) continue
+    const deadline = reached + (step.timeout_seconds ?? 0) * 1000
+    if (received < reached || received > deadline) continue
+    // And its own time falls in the wait too (§1: an event counts in the window of its event_time), give or
+    // take EVENT_TIME_SLACK_MS: the step is reached when the stream applies the entering event, which lags
+    // the player's next moves, and the operator's clock is not ours. A late import dated hours before the
+    // wait, or an event dated after the timeout, does not end it.
+    const at = e.eventTime.getTime()
+    if (at < reached - EVENT_TIME_SLACK_MS || at > deadline + EVENT_TIME_SLACK_MS) continue
     if (!matchesFilter(e, { event_type: step.event_type!, filters: step.filters })) continue
     moves.push({ id: p.id, next: step.on_event ?? null })
     byKey.delete(k) // moved on: no longer waiting for the batch's later events
@@ -377,10 +387,12 @@ export function campaignConsumer(ctx: Pick<AppContext, 'clock' | 'log' | 'delive
         for (const c of campaigns) {
           if (c.brand_id !== e.brandId) continue
           const trigger = c.config.trigger as Filter | undefined
-          // Stored while the campaign ran: after its start, and before its end_at even when the engine's
-          // visit has not completed it yet.
+          // Stored while the campaign ran: after its start, outside its pauses, and before its end_at even
+          // when the engine's visit has not completed it yet. Judged by the time it was received, not by the
+          // status when the stream applies it (an event stored while paused and applied after the resume
+          // enrolls nobody; one stored while running and applied during a later pause does, its sends held).
           const endAt = endAtOf(c.schedule)
-          const running = c.status === 'running' && (!endAt || e.receivedAt.getTime() < endAt.getTime())
+          const running = (c.status === 'running' || c.status === 'paused') && (!endAt || e.receivedAt.getTime() < endAt.getTime()) && !inPause(c, e.receivedAt)
           const afterStart = !!c.started_at && e.receivedAt.getTime() >= c.started_at.getTime()
           if (c.type === 'triggered' && running && afterStart && trigger && matchesFilter(e, trigger)) triggered.push({ c, e, playerId })
           if (c.type === 'journey' && (c.status === 'running' || c.status === 'paused')) {
@@ -401,6 +413,12 @@ export function campaignConsumer(ctx: Pick<AppContext, 'clock' | 'log' | 'delive
       await convertAll(sql, converting)
     },
   }
+}
+
+/** Was the campaign paused at this time? A span without an end is the pause still on. */
+function inPause(c: EngineCampaign, at: Date): boolean {
+  const t = at.getTime()
+  return c.paused_spans.some(([from, to]) => t >= Date.parse(from) && (to === null || t < Date.parse(to)))
 }
 
 /** Whether some wait_for_event step of the journey waits for this event type. */

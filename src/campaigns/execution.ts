@@ -36,10 +36,12 @@ export interface EngineCampaign {
   config: Record<string, unknown>
   started_at: Date | null
   next_tick_at: Date | null
+  /** [paused_at, resumed_at | null] as ISO text, oldest first (sql/0230). */
+  paused_spans: [string, string | null][]
 }
 
 const engineColumns = (sql: Sql) =>
-  sql`id, tenant_id, brand_id, status, type, channels, target_segment_id, schedule, config, started_at, next_tick_at`
+  sql`id, tenant_id, brand_id, status, type, channels, target_segment_id, schedule, config, started_at, next_tick_at, paused_spans`
 
 export async function selectEngineCampaign(sql: Sql, id: string, lock: '' | 'for update' | 'for share' = ''): Promise<EngineCampaign | undefined> {
   const [row] = await sql<EngineCampaign[]>`
@@ -92,6 +94,15 @@ export async function onStatusChange(tx: Sql, c: EngineCampaign, from: CampaignS
     // selected in the transaction of the start.
     if (c.type === 'one_shot' || (c.type === 'journey' && c.target_segment_id)) await startRun(tx, c, 'start', now)
   }
+  if (c.status === 'paused') {
+    await tx`update campaigns set paused_spans = paused_spans || jsonb_build_array(jsonb_build_array(${now.toISOString()}::text, null)) where id = ${c.id}`
+  }
+  if (from === 'paused') {
+    // The pause ends (resumed, cancelled or completed): its span gets its end.
+    await tx`
+      update campaigns set paused_spans = jsonb_set(paused_spans, array[(jsonb_array_length(paused_spans) - 1)::text, '1'], to_jsonb(${now.toISOString()}::text))
+      where id = ${c.id} and jsonb_array_length(paused_spans) > 0 and paused_spans -> -1 -> 1 = 'null'::jsonb`
+  }
   if (c.status === 'cancelled') await dropPending(tx, c.id)
   // Messages the dispatcher kept waiting while the campaign was paused go out now, checked again: those
   // never attempted, and those it found waiting on the pause (their retry was due then). A message still
@@ -140,16 +151,21 @@ async function complete(tx: Sql, c: Pick<EngineCampaign, 'id' | 'tenant_id' | 'b
   return true
 }
 
-/** Visits one campaign whose engine_due_at has come (locked; skipped when another process has it). */
-export async function visitCampaign(deps: Deps, campaignId: string): Promise<void> {
-  await deps.sql.begin(async (tx) => {
+/**
+ * Visits one campaign whose engine_due_at has come (locked; skipped when another process has it). Returns
+ * its brand when the visit started or completed it: the rules the event stream tests for that brand changed.
+ */
+export async function visitCampaign(deps: Deps, campaignId: string): Promise<string | undefined> {
+  return await deps.sql.begin(async (tx): Promise<string | undefined> => {
     const [locked] = await tx<{ id: string }[]>`select id from campaigns where id = ${campaignId} for update skip locked`
     if (!locked) return
     const c = (await selectEngineCampaign(tx, campaignId))!
     const now = deps.clock()
     const startAt = c.schedule.start_at ? new Date(String(c.schedule.start_at)) : null
     const endAt = c.schedule.end_at ? new Date(String(c.schedule.end_at)) : null
+    let changedBrand: string | undefined
     if (c.status === 'scheduled' && startAt && startAt <= now) {
+      changedBrand = c.brand_id
       await tx`update campaigns set status = 'running', updated_at = now() where id = ${c.id}`
       c.status = 'running'
       deps.log.info({ campaignId: c.id }, 'campaign started (start_at)')
@@ -164,7 +180,7 @@ export async function visitCampaign(deps: Deps, campaignId: string): Promise<voi
     if ((c.status === 'running' || c.status === 'paused') && endAt && endAt <= now) {
       await complete(tx, c, 'end_at')
       deps.log.info({ campaignId: c.id }, 'campaign completed (end_at)')
-      return
+      return c.brand_id
     }
     if (c.status === 'running' && c.type === 'recurring' && c.next_tick_at && c.next_tick_at <= now) {
       // One run for the latest tick due: ticks missed while the service was down are not sent in a burst.
@@ -176,6 +192,7 @@ export async function visitCampaign(deps: Deps, campaignId: string): Promise<voi
       c.next_tick_at = null // a tick while paused is skipped
     }
     await storeEngineTimes(tx, c, now)
+    return changedBrand
   })
 }
 

@@ -3,6 +3,7 @@
 // transaction holding the participant row, so two processes never advance the same player at once and a
 // crash replays the whole advance (its sends are keyed by (campaign, entry, player, step, channel)).
 import type { AppContext } from '../context.ts'
+import type { Sql } from './queries.ts'
 import { compileRules } from '../segments/rules.ts'
 import type { QueueTable } from '../engine/work-loop.ts'
 import { selectEngineCampaign } from './execution.ts'
@@ -12,6 +13,23 @@ type Deps = Pick<AppContext, 'sql' | 'log' | 'clock' | 'delivery'>
 
 /** Steps run per advance at most (validation refuses loops without a wait; this is a second guard). */
 const MAX_STEPS_PER_ADVANCE = 100
+/** A timeout held for an in-time event the campaigns consumer has not applied yet is looked at again after this. */
+const STREAM_LAG_RECHECK_MS = 1_000
+
+/**
+ * Is an event of the step's type, received between the player reaching the step and its deadline, still
+ * waiting in the campaigns consumer's stream (rows leave it when applied; set-aside rows do not count)?
+ */
+async function eventStillInStream(tx: Sql, p: ParticipantRow, step: Step): Promise<boolean> {
+  const reached = p.updated_at
+  const deadline = new Date(reached.getTime() + (step.timeout_seconds ?? 0) * 1000)
+  const [row] = await tx`
+    select 1 from event_stream
+    where consumer = 'campaigns' and failed_at is null and player_id = ${p.player_id} and event_type = ${step.event_type!}
+      and received_at >= ${reached} and received_at <= ${deadline}
+    limit 1`
+  return !!row
+}
 
 interface Step {
   id: string
@@ -23,6 +41,7 @@ interface Step {
   timeout_seconds?: number
   on_event?: string | null
   on_timeout?: string | null
+  event_type?: string
   condition?: Record<string, unknown>
   then?: string | null
   else?: string | null
@@ -35,6 +54,8 @@ interface ParticipantRow {
   step: string | null
   status: 'active' | 'waiting' | 'completed' | 'exited'
   wake_at: Date | null
+  /** When the player reached its step: a wait_for_event's deadline counts from it. */
+  updated_at: Date
 }
 
 /**
@@ -63,7 +84,7 @@ export async function advanceParticipant(deps: Deps, participantId: string, leas
     const c = await selectEngineCampaign(tx, ref.campaign_id, 'for share')
     if (!c || c.status !== 'running') return
     const [p] = await tx<ParticipantRow[]>`
-      select id, campaign_id, player_id, step, status, wake_at from campaign_participants
+      select id, campaign_id, player_id, step, status, wake_at, updated_at from campaign_participants
       where id = ${participantId} and lease_owner = ${lease.owner} for update`
     if (!p || (p.status !== 'active' && p.status !== 'waiting')) return
     const now = deps.clock()
@@ -81,10 +102,16 @@ export async function advanceParticipant(deps: Deps, participantId: string, leas
     }
     let stepId = p.step
     let woken = p.status === 'waiting' // the wait or the timeout at `stepId` is over
-    for (let n = 0; n < MAX_STEPS_PER_ADVANCE; n++) {
-      const step = stepId === null ? undefined : steps.get(stepId)
+    // <=: a journey of MAX_STEPS_PER_ADVANCE steps without a wait still reaches its end (stepId null) here.
+    for (let n = 0; n <= MAX_STEPS_PER_ADVANCE; n++) {
+      if (stepId === null) {
+        await save(null, 'completed', null)
+        return
+      }
+      const step = steps.get(stepId)
       if (!step) {
-        await save(stepId, 'completed', null)
+        // An edit removed the step the player stood at: they leave, they did not finish the journey.
+        await save(stepId, 'exited', null)
         return
       }
       switch (step.type) {
@@ -102,6 +129,13 @@ export async function advanceParticipant(deps: Deps, participantId: string, leas
         case 'wait_for_event':
           if (!woken) {
             await save(step.id, 'waiting', new Date(now.getTime() + step.timeout_seconds! * 1000))
+            return
+          }
+          if (p.status === 'waiting' && (await eventStillInStream(tx, p, step))) {
+            // An event of the type received in time is still in the stream (the consumer lags): the consumer
+            // decides (on_event if it matches the filters), the timeout waits for it. updated_at stays: the
+            // deadline counts from it.
+            await tx`update campaign_participants set wake_at = ${new Date(now.getTime() + STREAM_LAG_RECHECK_MS)}, lease_owner = null where id = ${p.id}`
             return
           }
           stepId = step.on_timeout ?? null

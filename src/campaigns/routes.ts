@@ -57,7 +57,7 @@ export const campaignRoutes: RouteDef[] = [
     method: 'DELETE', path: '/campaigns/:id', operationId: 'cancelCampaign', tags,
     summary: 'Cancel a campaign (soft: the record remains)',
     description: 'The same move as PATCH status cancelled: allowed from scheduled, running and paused; otherwise 400 with `details: { from, to, allowed }`.',
-    params: IdParams, responses: { 200: data(Campaign) },
+    params: IdParams, responses: { 200: data(Campaign) }, errors: [400],
     handler: async (ctx, req) => ({
       data: await campaigns.cancelCampaign(deps(ctx, req.log), { tenantId: req.principal.tenantId, brandId: req.principal.brandId, campaignId: req.params.id }),
     }),

@@ -1,0 +1,5 @@
+-- The times a campaign was paused, as [paused_at, resumed_at or null] pairs (ISO text), oldest first. The
+-- campaigns consumer judges an event by when it was received, not when the stream applies it: one stored
+-- while the campaign was paused enrolls nobody even when applied after the resume, and one stored while it
+-- ran still counts when applied during a later pause (campaigns/events.ts).
+alter table campaigns add column if not exists paused_spans jsonb not null default '[]';
