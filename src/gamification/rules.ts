@@ -151,7 +151,7 @@ export function validateGameConfig(g: unknown): FieldError[] {
     }
   }
   if (g.currency !== undefined && (typeof g.currency !== 'string' || !/^[A-Za-z]{3}$/.test(g.currency))) out.push(err('game_config.currency', 'must be a 3-letter currency code'))
-  if (g.min_bet !== undefined && (typeof g.min_bet !== 'number' || !(g.min_bet >= 0))) out.push(err('game_config.min_bet', 'must be a number ≥ 0'))
+  if (g.min_bet !== undefined && (typeof g.min_bet !== 'number' || !Number.isFinite(g.min_bet) || g.min_bet < 0)) out.push(err('game_config.min_bet', 'must be a finite number ≥ 0'))
   return out
 }
 
