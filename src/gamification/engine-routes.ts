@@ -8,10 +8,10 @@ import { iso } from '../lib/rows.ts'
 import { data, DateTime, IdParams, Nullable, Uuid } from '../lib/schemas.ts'
 import { visibilityOf, visibleTo, type Visibility } from '../lib/visibility.ts'
 import { findPlayerRef, type PlayerRef } from '../players/service.ts'
-import { grantBonus, lockPlayers, movePoints } from './rewards.ts'
+import { grantBonus, ledgerOut, lockPlayers, movePoints } from './rewards.ts'
 
 const LedgerEntry = Type.Object({
-  id: Type.String(), player_id: Uuid, currency_id: Uuid, amount: Type.Number(), balance_after: Type.Number(),
+  id: Uuid, player_id: Uuid, currency_id: Uuid, amount: Type.Number(), balance_after: Type.Number(),
   source: Type.String(), source_id: Nullable(Type.String()), reason: Nullable(Type.String()), created_at: DateTime,
 }, { $id: 'PointLedgerEntry' })
 const Grant = Type.Object({
@@ -90,12 +90,7 @@ export const engineRoutes: RouteDef[] = [
       const rows = await ctx.sql<Record<string, unknown>[]>`
         select * from point_ledger where player_id = ${p.id} ${req.query.currency_id ? ctx.sql`and currency_id = ${req.query.currency_id}` : ctx.sql``}
         order by id desc limit ${req.query.limit} offset ${req.query.offset}`
-      return {
-        data: rows.map((r) => ({
-          id: String(r.id), player_id: r.player_id as string, currency_id: r.currency_id as string, amount: Number(r.amount), balance_after: Number(r.balance_after),
-          source: r.source as string, source_id: (r.source_id as string | null) ?? null, reason: (r.reason as string | null) ?? null, created_at: iso(r.created_at) as string,
-        })),
-      }
+      return { data: rows.map(ledgerOut) }
     },
   }),
   defineRoute({

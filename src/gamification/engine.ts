@@ -627,11 +627,15 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
     }
   }
 
-  /** Ends one tournament exactly once: final ranks, prizes, tournament.ended, in one transaction. */
+  /**
+   * Ends one tournament exactly once: final ranks, prizes, tournament.ended, in one transaction. An active
+   * one past its ends_at, or one the API set `ended` (not yet finalized).
+   */
   async function endTournament(id: string): Promise<boolean> {
     const ended = await sql.begin(async (tx) => {
       const [t] = await tx<Record<string, unknown>[]>`
-        update tournaments set status = 'ended', updated_at = now() where id = ${id} and status = 'active' returning *`
+        update tournaments set status = 'ended', finalized_at = now(), updated_at = now()
+        where id = ${id} and finalized_at is null and status in ('active', 'ended') returning *`
       if (!t) return false
       await tx`
         update tournament_participants p set final_rank = r.rank
@@ -673,11 +677,14 @@ export function createGamificationEngine(ctx: AppContext): GamificationEngine {
     // A tournament waits for the events of its window already acknowledged but not yet applied (the
     // stream's lag, normally well under a second), so that none of them is lost to the end.
     const due = await sql<{ id: string }[]>`
-      select t.id from tournaments t
-      where t.status = 'active' and t.ends_at is not null and t.ends_at <= ${now}
-        and not exists (select 1 from event_stream s where s.consumer = ${CONSUMER_NAME} and s.brand_id = t.brand_id
-                          and s.event_time <= t.ends_at and s.failed_at is null)
-      order by t.ends_at limit 100`
+      (select t.id from tournaments t
+       where t.status = 'active' and t.ends_at is not null and t.ends_at <= ${now}
+         and not exists (select 1 from event_stream s where s.consumer = ${CONSUMER_NAME} and s.brand_id = t.brand_id
+                           and s.event_time <= t.ends_at and s.failed_at is null)
+       order by t.ends_at limit 100)
+      union all
+      -- Set ended through the API: scoring stopped then; ended now, with what it had.
+      (select t.id from tournaments t where t.status = 'ended' and t.finalized_at is null limit 100)`
     const ended: string[] = []
     for (const t of due) if (await endTournament(t.id)) ended.push(t.id)
     // A rollback comes within days of its bet: older credits only cost space, so they go once a minute

@@ -55,10 +55,15 @@ export async function movePoints(
             ${p.sourceId ?? null}, ${p.reason ?? null})
     returning *`
   if (credit) await refreshLevel(tx, p)
-  const r = row as Record<string, unknown>
+  return ledgerOut(row!)
+}
+
+/** A point_ledger row as the API shows it: its UUID as the id (the bigserial only orders). */
+export function ledgerOut(r: Record<string, unknown>) {
   return {
-    id: String(r.id), player_id: p.playerId, currency_id: p.currencyId, amount: Number(r.amount), balance_after: Number(r.balance_after),
-    source: p.source, source_id: (r.source_id as string | null) ?? null, reason: (r.reason as string | null) ?? null, created_at: iso(r.created_at) as string,
+    id: r.entry_id as string, player_id: r.player_id as string, currency_id: r.currency_id as string, amount: Number(r.amount),
+    balance_after: Number(r.balance_after), source: r.source as string, source_id: (r.source_id as string | null) ?? null,
+    reason: (r.reason as string | null) ?? null, created_at: iso(r.created_at) as string,
   }
 }
 
