@@ -2,6 +2,7 @@
 // canonical fields, encode ClickHouse rows (RowBinary, see event-rows.ts) and fold each player's events
 // into one profile delta. Pure: no I/O, so it is unit-testable and runs the same on any thread.
 import Type, { type Static } from 'typebox'
+import { IsEmail } from 'typebox/format'
 import { emptyStreamColumns, type FilteredInterest, type StreamColumns } from '../engine/event-stream.ts'
 import { conditionHolds, type FilterableEvent } from '../lib/event-filter.ts'
 import { RowBinaryWriter } from './event-rows.ts'
@@ -305,7 +306,9 @@ export function transformGroup(task: TransformTask): TransformResult {
       switch (type) {
         case 'registration':
         case 'profile_update':
-          if (typeof f.email === 'string') p.email = str(f.email)
+          // The format POST /players accepts (email, ≤ 320): anything else is ignored, as a malformed
+          // language or timezone is (the raw event keeps it), never stored cut or as a player's address.
+          if (typeof f.email === 'string' && f.email.length <= 320 && IsEmail(f.email)) p.email = f.email
           if (f.phone !== undefined) p.phone = str(f.phone, 64)
           if (f.name !== undefined) p.name = str(f.name)
           if (typeof f.language === 'string' && LANG_RE.test(f.language)) p.language = f.language

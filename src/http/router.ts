@@ -295,7 +295,7 @@ function invoke(ctx: AppContext, route: CompiledRoute, inc: Incoming, query: Rec
     if (!inc.body || inc.body.length === 0) throw badRequest('request body is required')
     body = route.def.validateBody === false ? parseJson(inc.body) : onlyDeclared(validate(route.body, parseJson(inc.body), 'body'), route.bodyKeys)
   }
-  const req = new RouteRequest(ctx, inc, query, principal, params, validQuery, body)
+  const req = new RouteRequest(ctx, inc, query, principal, params, validQuery, body, route.def.validateBody !== false)
   return (route.def.handler as (c: AppContext, r: unknown) => unknown)(ctx, req)
 }
 
@@ -313,6 +313,12 @@ class RouteRequest {
     readonly params: unknown,
     readonly query: unknown,
     readonly body: unknown,
+    /**
+     * Whether a body `brand` is the brand hint: the routes whose schema the body passed (create bodies, PUT
+     * /settings/*). A body the route reads itself (POST /events: a single event is the body) is data: an
+     * event's `brand` field must not move it to another brand.
+     */
+    private readonly bodyHints: boolean,
   ) {
     this.headers = inc.headers
     this.requestId = inc.meta.requestId
@@ -340,7 +346,7 @@ class RouteRequest {
 
   #brandHint(): string | undefined {
     const { rawQuery: query, body } = this
-    const bodyHint = typeof body === 'object' && body !== null ? (body as { brand?: unknown }).brand : undefined
+    const bodyHint = this.bodyHints && typeof body === 'object' && body !== null ? (body as { brand?: unknown }).brand : undefined
     return this.headers['x-brand'] ?? (typeof query.brand === 'string' ? query.brand : undefined) ?? (typeof bodyHint === 'string' ? bodyHint : undefined)
   }
 }

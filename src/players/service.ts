@@ -1,6 +1,7 @@
 // Player records: list, idempotent create, get with profile, patch, next best action. Every write puts its
 // platform events (player.created, player.updated, player.status_changed) into the outbox in the same
 // transaction as the change.
+import { isDeepStrictEqual } from 'node:util'
 import type { Sql } from '../db/postgres.ts'
 import type { Sql as Db } from './queries.ts'
 import { notFound } from '../errors.ts'
@@ -150,7 +151,9 @@ const UPDATABLE = ['email', 'phone', 'status', 'metadata'] as const
 async function applyChanges(tx: Db, prev: q.PlayerRow, changes: PlayerChanges): Promise<q.PlayerRow> {
   const metadataChanged =
     changes.metadata !== undefined &&
-    Object.entries(changes.metadata).some(([k, v]) => !Object.hasOwn(prev.metadata, k) || JSON.stringify(prev.metadata[k]) !== JSON.stringify(v))
+    // Compared by value: jsonb hands objects back in its own key order, so the same nested object sent
+    // again in the caller's order is no change.
+    Object.entries(changes.metadata).some(([k, v]) => !Object.hasOwn(prev.metadata, k) || !isDeepStrictEqual(prev.metadata[k], v))
   const changed = UPDATABLE.filter((f) =>
     f === 'metadata' ? metadataChanged : changes[f] !== undefined && changes[f] !== prev[f],
   )
