@@ -122,9 +122,12 @@ export function createAuthService(deps: { sql: Sql; bus: Bus; clock: () => Date 
         if (!brand || !brand.active) throw badRequest(`unknown brand: ${hint}`, { brand: hint })
         return brand
       }
-      const fallback = list.find((b) => b.isDefault && b.active) ?? list.find((b) => b.active)
-      if (!fallback) throw badRequest('the tenant has no active brand')
-      return fallback
+      // The default brand, and only it (the spec): with it deactivated, a request without a hint is refused
+      // rather than written to whichever other brand is active.
+      const fallback = list.find((b) => b.isDefault)
+      if (fallback?.active) return fallback
+      if (!list.some((b) => b.active)) throw badRequest('the tenant has no active brand')
+      throw badRequest("the tenant's default brand is not active: name a brand (x-brand header or brand parameter)")
     },
 
     brandsOf,

@@ -86,3 +86,15 @@ t.test('a brand query parameter given twice is 400 for a tenant-wide key (was: s
   const { key } = await tenant.createKey({ brand: 'vip' })
   t.equal((await h.request('GET', '/_probe/whoami?brand=main&brand=x', { key })).status, 200)
 })
+
+t.test('with the default brand deactivated, a request without a hint is 400, never written to another brand', async (t) => {
+  // spec, Authentication: "the tenant's default brand is used when omitted".
+  const tenant = await h.createTenant()
+  const other = await tenant.createBrand('other')
+  t.equal((await h.admin('PATCH', `/brands/${tenant.brand.id}`, { active: false })).status, 200)
+  const res = await whoami(tenant.key)
+  t.equal(res.status, 400)
+  t.equal(res.body.code, 'BAD_REQUEST')
+  t.match(res.body.error, /default brand is not active/)
+  t.equal((await whoami(tenant.key, { headers: { 'x-brand': other.slug } })).body.brand.id, other.id, 'a hint still works')
+})
