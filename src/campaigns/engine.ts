@@ -11,7 +11,7 @@ import { campaignConsumer } from './events.ts'
 import { LEASE_MS, processRun, RUNS_QUEUE, selectDueCampaignIds, visitCampaign } from './execution.ts'
 import { advanceParticipant, PARTICIPANTS_QUEUE } from './journeys.ts'
 import type { Sql } from './queries.ts'
-import { refreshStats } from './stats.ts'
+import { refreshStats, TERMINAL_STATS_REFRESHED_MS } from './stats.ts'
 
 export const DEFAULT_ENGINE_POLL_MS = 1000
 /** How often the stored stats of active campaigns are refreshed. */
@@ -61,7 +61,7 @@ export async function engineRound(deps: Deps): Promise<void> {
 async function refreshActiveStats(sql: Sql): Promise<void> {
   const rows = await sql<{ id: string }[]>`
     select id from campaigns where status in ('running', 'paused')
-       or (status in ('completed', 'cancelled') and updated_at > now() - interval '1 day')`
+       or (status in ('completed', 'cancelled') and updated_at > now() - ${TERMINAL_STATS_REFRESHED_MS / 1000} * interval '1 second')`
   if (rows.length) await refreshStats(sql, rows.map((r) => r.id))
 }
 

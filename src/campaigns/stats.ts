@@ -68,6 +68,13 @@ export async function computeStats(sql: Sql, campaignIds: string[]): Promise<Map
   return out
 }
 
+/**
+ * The engine keeps the stored stats of running and paused campaigns current, and of completed and cancelled
+ * ones for this long after their last change; later opens, clicks and conversions (a conversion window runs
+ * up to a year) are counted when the campaign is read (its GET, or the list for such campaigns).
+ */
+export const TERMINAL_STATS_REFRESHED_MS = 86_400_000
+
 /** Recomputes and stores the stats of these campaigns. */
 export async function refreshStats(sql: Sql, campaignIds: string[]): Promise<Map<string, CampaignStats>> {
   const stats = await computeStats(sql, campaignIds)
