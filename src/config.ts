@@ -7,6 +7,9 @@ import { Compile } from 'typebox/compile'
 const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version
 
 const Bool = Type.Union([Type.Literal('true'), Type.Literal('false'), Type.Literal('1'), Type.Literal('0')])
+/** Milliseconds: timers take at most 2^31 − 1 (node runs a longer delay after 1 ms); checked in loadConfig. */
+const Ms = Type.String({ pattern: '^[1-9][0-9]{0,9}$' })
+const MAX_TIMER_MS = 2 ** 31 - 1
 
 const Env = Type.Object({
   PORT: Type.Optional(Type.String({ pattern: '^[0-9]{1,5}$' })),
@@ -17,30 +20,30 @@ const Env = Type.Object({
   CLICKHOUSE_URL: Type.Optional(Type.String({ pattern: '^https?://' })),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
   RATE_LIMIT_INGEST_PER_MIN: Type.Optional(Type.String({ pattern: '^[0-9]+$' })),
-  WEBHOOK_TIMEOUT_MS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
+  WEBHOOK_TIMEOUT_MS: Type.Optional(Ms),
   WEBHOOK_RETRY_DELAYS: Type.Optional(Type.String({ pattern: '^[0-9]+(,[0-9]+){3}$' })),
   WEBHOOK_ALLOW_PRIVATE: Type.Optional(Bool),
   LOG_LEVEL: Type.Optional(
     Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),
   ),
   BODY_LIMIT_BYTES: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
-  SEGMENT_RECOMPUTE_INTERVAL_MS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
+  SEGMENT_RECOMPUTE_INTERVAL_MS: Type.Optional(Ms),
   INGEST_ACK_AFTER: Type.Optional(Type.Union([Type.Literal('clickhouse'), Type.Literal('postgres')])),
-  INGEST_FLUSH_INTERVAL_MS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
-  CAMPAIGN_ENGINE_POLL_MS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
+  INGEST_FLUSH_INTERVAL_MS: Type.Optional(Ms),
+  CAMPAIGN_ENGINE_POLL_MS: Type.Optional(Ms),
   METRICS_TOKEN: Type.Optional(Type.String({ minLength: 16 })),
   LOG_REDACT: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9_.*"\\[\\]-]+(,[A-Za-z0-9_.*"\\[\\]-]+)*$' })),
   EVENT_RETENTION_DAYS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]{0,5}$' })),
   SECRET_KEY: Type.Optional(Type.String({ minLength: 32 })),
-  WEBHOOK_RETENTION_DAYS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
+  WEBHOOK_RETENTION_DAYS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]{0,5}$' })),
   PUBLIC_BASE_URL: Type.Optional(Type.String({ pattern: '^https?://[^/]+(/.*)?$' })),
   DELIVERY_RETRY_DELAYS: Type.Optional(Type.String({ pattern: '^[0-9]+(,[0-9]+){3}$' })),
-  DELIVERY_CHECK_MAX_AGE_MS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
+  DELIVERY_CHECK_MAX_AGE_MS: Type.Optional(Ms),
   TRACKING_SECRET: Type.Optional(Type.String({ minLength: 32 })),
   HTTP_ENGINE: Type.Optional(Type.Union([Type.Literal('node'), Type.Literal('uws')])),
-  HTTP_HEADERS_TIMEOUT_MS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
-  HTTP_BODY_TIMEOUT_MS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
-  GAMIFICATION_TICK_MS: Type.Optional(Type.String({ pattern: '^[1-9][0-9]*$' })),
+  HTTP_HEADERS_TIMEOUT_MS: Type.Optional(Ms),
+  HTTP_BODY_TIMEOUT_MS: Type.Optional(Ms),
+  GAMIFICATION_TICK_MS: Type.Optional(Ms),
   EVENT_STREAM_LOOPS: Type.Optional(Type.String({ pattern: '^([1-9]|[1-5][0-9]|6[0-4])$' })),
 })
 
@@ -103,6 +106,7 @@ export const ENV_VARS: readonly string[] = Object.keys(Env.properties)
 export const SECRETS = ['adminKey', 'databaseUrl', 'clickhouseUrl', 'redisUrl', 'secretKey', 'trackingSecret', 'metricsToken'] as const
 
 const checkEnv = Compile(Env)
+const MS_VARS = ['WEBHOOK_TIMEOUT_MS', 'SEGMENT_RECOMPUTE_INTERVAL_MS', 'INGEST_FLUSH_INTERVAL_MS', 'CAMPAIGN_ENGINE_POLL_MS', 'DELIVERY_CHECK_MAX_AGE_MS', 'HTTP_HEADERS_TIMEOUT_MS', 'HTTP_BODY_TIMEOUT_MS', 'GAMIFICATION_TICK_MS'] as const
 
 export class ConfigError extends Error {}
 
@@ -120,6 +124,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const e = picked as Static<typeof Env>
   const port = Number(e.PORT ?? 8080)
   if (port > 65535) throw new ConfigError('invalid configuration: PORT must be 0..65535')
+  for (const name of MS_VARS) {
+    if (e[name] !== undefined && Number(e[name]) > MAX_TIMER_MS) throw new ConfigError(`invalid configuration: ${name} must be at most ${MAX_TIMER_MS} (ms)`)
+  }
+  // A prefix is not a URL: a space or a bad port would go out in every tracking link, or fail at start.
+  for (const name of ['DATABASE_URL', 'CLICKHOUSE_URL', 'REDIS_URL', 'PUBLIC_BASE_URL'] as const) {
+    const value = e[name]
+    if (value !== undefined && !URL.canParse(value)) throw new ConfigError(`invalid configuration: ${name} is not a URL`)
+  }
   return {
     port,
     host: e.HOST ?? '0.0.0.0',

@@ -4,7 +4,7 @@ import { parseArgs } from 'node:util'
 import type { TSchema } from 'typebox'
 import { Compile } from 'typebox/compile'
 import { ADMIN_ACTOR, recordAudit } from '../audit/service.ts'
-import { loadConfig } from '../config.ts'
+import { ConfigError, loadConfig } from '../config.ts'
 import { openBus, type Bus, type BusTopic } from '../db/bus.ts'
 import { migratePostgres } from '../db/migrate.ts'
 import { openPostgres, type Sql } from '../db/postgres.ts'
@@ -28,37 +28,57 @@ const USAGE = `usage: npm run admin -- <command> [options]
 
 Uses DATABASE_URL, or the embedded database in DATA_DIR (stop the server first: one process at a time).`
 
-const { positionals, values } = parseArgs({
-  allowPositionals: true,
-  options: {
-    name: { type: 'string' },
-    slug: { type: 'string' },
-    tenant: { type: 'string' },
-    brand: { type: 'string' },
-    scopes: { type: 'string' },
-    'expires-at': { type: 'string' },
-    id: { type: 'string' },
-    help: { type: 'boolean', short: 'h' },
-  },
-})
+/** A usage error (an unknown option, a missing value): the message and the usage, exit 2. */
+function usageError(message: string): never {
+  process.stderr.write(`${message}\n\n${USAGE}\n`)
+  process.exit(2)
+}
+
+const OPTIONS = {
+  name: { type: 'string' },
+  slug: { type: 'string' },
+  tenant: { type: 'string' },
+  brand: { type: 'string' },
+  scopes: { type: 'string' },
+  'expires-at': { type: 'string' },
+  id: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const
+
+function parseOptions() {
+  try {
+    return parseArgs({ allowPositionals: true, options: OPTIONS })
+  } catch (err) {
+    return usageError((err as Error).message)
+  }
+}
+const { positionals, values } = parseOptions()
 
 function need(name: keyof typeof values): string {
   const value = values[name]
-  if (typeof value !== 'string' || !value) {
-    process.stderr.write(`missing --${name}\n\n${USAGE}\n`)
-    process.exit(2)
-  }
+  if (typeof value !== 'string' || !value) usageError(`missing --${name}`)
   return value
 }
 
 const command = positionals[0]
-if (!command || values.help) {
+if (values.help) {
   process.stdout.write(`${USAGE}\n`)
-  process.exit(command ? 0 : 2)
+  process.exit(0)
 }
+if (!command) usageError('missing command')
 
 // The CLI logs at warn unless LOG_LEVEL says otherwise (the service: info): its output is its answer.
-const config = loadConfig({ LOG_LEVEL: 'warn', ...process.env })
+// A bad setting is a message and exit 78 (EX_CONFIG), as for the service.
+function configOrExit() {
+  try {
+    return loadConfig({ LOG_LEVEL: 'warn', ...process.env })
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err
+    process.stderr.write(`${err.message}\n`)
+    process.exit(78)
+  }
+}
+const config = configOrExit()
 const log = createLogger(config.logLevel)
 const pg = await openPostgres({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, max: 2 }, log)
 let exitCode = 0

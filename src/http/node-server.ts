@@ -38,6 +38,7 @@ export class RouteTable implements RouteRegistry {
   put = (pattern: string, h: Handler) => this.#add('PUT', pattern, h)
   patch = (pattern: string, h: Handler) => this.#add('PATCH', pattern, h)
   del = (pattern: string, h: Handler) => this.#add('DELETE', pattern, h)
+  headOfGet = (pattern: string, h: Handler) => this.#add('HEAD', pattern, h)
   any = (pattern: string, h: Handler) => {
     if (pattern !== '/*') throw new Error(`only any('/*') is supported, not ${pattern}`)
     this.#fallback = h
@@ -178,11 +179,11 @@ class NodeResponse implements HttpResponse {
 }
 
 /** An error answered by the engine itself, before any route ran: the spec's error body, and close. */
-function errorReply(err: AppError): { status: number; headers: string[]; body: string } {
+function errorReply(err: AppError): { status: number; headers: string[]; body: string; requestId: string } {
   const rendered = renderError(err, newRequestId())
   const body = JSON.stringify(rendered.body)
   const headers = ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(body)), 'connection', 'close', 'x-request-id', rendered.body.request_id]
-  return { status: rendered.status, headers, body }
+  return { status: rendered.status, headers, body, requestId: rendered.body.request_id }
 }
 
 /** What llhttp refuses, as the spec's errors. */
@@ -197,6 +198,11 @@ function parseFailure(code: string | undefined): AppError {
 
 export interface NodeServerOptions {
   headersTimeoutMs: number
+  /**
+   * A request refused before any route saw it (a head too large, no Host, an unparsable request): the
+   * router never logs or counts these, so the server reports each here.
+   */
+  onRefused?(refusal: { requestId: string; status: number; method: string | undefined; error: string }): void
 }
 
 export function createNodeHttpServer(table: RouteTable, opts: NodeServerOptions): http.Server {
@@ -211,7 +217,7 @@ export function createNodeHttpServer(table: RouteTable, opts: NodeServerOptions)
       // Checked below, so the 400 carries the spec's error body.
       requireHostHeader: false,
     },
-    (req, res) => dispatch(table, req, res),
+    (req, res) => dispatch(table, req, res, opts),
   )
   // One more than served, so that "too many" can be told from "exactly the limit".
   server.maxHeadersCount = MAX_HEADER_LINES + 1
@@ -221,7 +227,9 @@ export function createNodeHttpServer(table: RouteTable, opts: NodeServerOptions)
       socket.destroy()
       return
     }
-    const { status, headers, body } = errorReply(parseFailure(err.code))
+    const failure = parseFailure(err.code)
+    const { status, headers, body, requestId } = errorReply(failure)
+    opts.onRefused?.({ requestId, status, method: undefined, error: failure.message })
     let head = `HTTP/1.1 ${STATUS_TEXT[status] ?? status}\r\n`
     for (let i = 0; i < headers.length; i += 2) head += `${headers[i]}: ${headers[i + 1]}\r\n`
     socket.end(`${head}\r\n${body}`)
@@ -231,9 +239,10 @@ export function createNodeHttpServer(table: RouteTable, opts: NodeServerOptions)
   return server
 }
 
-function dispatch(table: RouteTable, req: IncomingMessage, res: ServerResponse): void {
+function dispatch(table: RouteTable, req: IncomingMessage, res: ServerResponse, opts: NodeServerOptions): void {
   const refuse = (err: AppError) => {
-    const { status, headers, body } = errorReply(err)
+    const { status, headers, body, requestId } = errorReply(err)
+    opts.onRefused?.({ requestId, status, method: req.method, error: err.message })
     res.writeHead(status, headers)
     res.end(body)
   }

@@ -90,7 +90,8 @@ export function buildOpenApi(routes: RouteDef[], version: string): Json {
     const checkedParams = Object.keys((route.params as { properties?: object } | undefined)?.properties ?? {}).length > idParamsOf(route.params).length
     if (checkedParams || route.query || route.body || route.brandScoped) errorStatuses.add(400)
     if (route.params) errorStatuses.add(404)
-    if (route.body) errorStatuses.add(413)
+    // A body that stops arriving is 408 (HTTP_BODY_TIMEOUT_MS), one too large 413.
+    if (route.body) [408, 413].forEach((s) => errorStatuses.add(s))
     for (const status of [...errorStatuses].sort()) {
       if (responses[status]) continue
       responses[status] = {

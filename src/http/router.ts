@@ -60,6 +60,11 @@ export interface RouteRegistry {
   patch(pattern: string, handler: (res: HttpResponse, req: HttpRequest) => void): unknown
   del(pattern: string, handler: (res: HttpResponse, req: HttpRequest) => void): unknown
   any(pattern: string, handler: (res: HttpResponse, req: HttpRequest) => void): unknown
+  /**
+   * HEAD answered by a GET route's handler, the body left out: node's engine only (node:http drops a HEAD
+   * response's body itself; uWS would send it, and runs behind a proxy that answers HEAD).
+   */
+  headOfGet?(pattern: string, handler: (res: HttpResponse, req: HttpRequest) => void): unknown
 }
 
 interface Conn {
@@ -106,6 +111,12 @@ export function registerRoutes(app: RouteRegistry, ctx: AppContext, routes: Rout
     const method = def.method === 'DELETE' ? 'del' : (def.method.toLowerCase() as 'get' | 'post' | 'put' | 'patch')
     app[method](API_PREFIX + def.path, (res, req) => handle(ctx, route, res, req, traffic))
     if (def.atRoot) app[method](def.path, (res, req) => handle(ctx, route, res, req, traffic))
+    // HEAD of every GET route (RFC 9110 §9.1: load balancers and uptime checks probe with it), but the
+    // tracking links': a link scanner's HEAD is no open or click.
+    if (def.method === 'GET' && app.headOfGet && !def.tags?.includes('tracking')) {
+      app.headOfGet(API_PREFIX + def.path, (res, req) => handle(ctx, route, res, req, traffic))
+      if (def.atRoot) app.headOfGet(def.path, (res, req) => handle(ctx, route, res, req, traffic))
+    }
   }
   app.any('/*', (res, req) => {
     const conn = watch(res, traffic)

@@ -49,9 +49,19 @@ interface Engine {
   attachInbox(hub: InboxHub): void
 }
 
+const SERVED_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'])
+
 function nodeEngine(ctx: AppContext): Engine {
   const table = new RouteTable()
-  const server: Server = createNodeHttpServer(table, { headersTimeoutMs: ctx.config.httpHeadersTimeoutMs })
+  const server: Server = createNodeHttpServer(table, {
+    headersTimeoutMs: ctx.config.httpHeadersTimeoutMs,
+    // One log line and one sample per request, as the router writes for the requests it sees.
+    onRefused: ({ requestId, status, method, error }) => {
+      // The method as a label only when it is one we serve: a client's own word would grow the series.
+      ctx.metrics?.observeRequest('refused', method && SERVED_METHODS.has(method) ? method : 'other', status, 0)
+      ctx.log.info({ reqId: requestId, route: 'refused', method, status, error }, 'request')
+    },
+  })
   return {
     routes: table,
     listen: (port, host) =>

@@ -73,6 +73,7 @@ export async function createInboxHub(ctx: Pick<AppContext, 'config' | 'sql' | 'p
   // The node engine's sockets by player (uWS keeps its own topics).
   const nodeSockets = new Map<string, Set<NodeWebSocket>>()
   const closers: (() => void)[] = []
+  const GOING_AWAY = 1001
   let open = 0
   const publish = (playerId: string, item: InboxItem) => {
     const message = JSON.stringify({ type: 'message', data: item })
@@ -107,6 +108,11 @@ export async function createInboxHub(ctx: Pick<AppContext, 'config' | 'sql' | 'p
     },
     attach(app) {
       apps.push(app)
+      // Open sockets, for a close frame each at shutdown (uWS's own close would just drop them).
+      const sockets = new Set<WebSocket<SocketData>>()
+      closers.push(() => {
+        for (const ws of sockets) ws.end(GOING_AWAY, 'server shutting down')
+      })
       app.ws<SocketData>(`${API_PREFIX}/inbox/ws`, {
         idleTimeout: 120,
         sendPingsAutomatically: true,
@@ -145,10 +151,12 @@ export async function createInboxHub(ctx: Pick<AppContext, 'config' | 'sql' | 'p
         },
         open: (ws: WebSocket<SocketData>) => {
           open++
+          sockets.add(ws)
           ws.subscribe(topicOf(ws.getUserData().playerId))
         },
-        close: () => {
+        close: (ws: WebSocket<SocketData>) => {
           open--
+          sockets.delete(ws)
         },
       })
     },
@@ -168,7 +176,12 @@ export async function createInboxHub(ctx: Pick<AppContext, 'config' | 'sql' | 'p
       pinger.unref()
       closers.push(() => {
         clearInterval(pinger)
-        for (const socket of wss.clients) socket.terminate()
+        // 1001 "going away" (RFC 6455 §7.4.1): a client tells a restart from a network fault by it, and
+        // reconnects. One that does not answer the close within a second is dropped.
+        for (const socket of wss.clients) {
+          socket.close(GOING_AWAY, 'server shutting down')
+          setTimeout(() => socket.terminate(), 1000).unref()
+        }
         wss.close()
       })
       server.on('upgrade', (req, socket: Duplex, head: Buffer) => {
