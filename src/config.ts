@@ -129,7 +129,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   // A prefix is not a URL: a space or a bad port would go out in every tracking link, or fail at start.
   for (const name of ['DATABASE_URL', 'CLICKHOUSE_URL', 'REDIS_URL', 'PUBLIC_BASE_URL'] as const) {
-    const value = e[name]
+    let value = e[name]
+    // postgres.js takes several hosts (`h1:5432,h2:5432`, tried in turn) and parses the URL with the first.
+    if (name === 'DATABASE_URL' && value) value = value.replace(/^([a-z]+:\/\/(?:[^@/?#]*@)?)([^/?#]*)/, (_, pre: string, hosts: string) => pre + hosts.split(',')[0])
     if (value !== undefined && !URL.canParse(value)) throw new ConfigError(`invalid configuration: ${name} is not a URL`)
   }
   return {

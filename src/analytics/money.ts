@@ -21,13 +21,19 @@ export function toNumber(u: bigint): number {
   return Number(`${neg ? '-' : ''}${a / SCALE}${frac ? `.${frac}` : ''}`)
 }
 
+/** ISO 4217's code for "no currency": where analytics reports amounts that came without one. */
+export const NO_CURRENCY = 'XXX'
+
 /** A per-currency accumulator of exact units. */
 export class MoneyMap {
   readonly by = new Map<string, bigint>()
   add(currency: string, amount: bigint | string | number, sign: 1n | -1n = 1n): this {
-    if (!currency) return this // events without a currency carry no money
+    // An amount sent without a currency (or with one that is no code) is money all the same: reported
+    // under ISO 4217's XXX ("no currency"), never dropped. The profile counts it in the player's own
+    // currency, which ClickHouse does not know per event (docs/analytics.md).
+    const code = currency || NO_CURRENCY
     const u = typeof amount === 'bigint' ? amount : units(amount)
-    this.by.set(currency, (this.by.get(currency) ?? 0n) + sign * u)
+    this.by.set(code, (this.by.get(code) ?? 0n) + sign * u)
     return this
   }
   addMap(map: Record<string, string | number> | undefined, sign: 1n | -1n = 1n): this {

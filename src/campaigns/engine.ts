@@ -34,7 +34,8 @@ export async function visitDue(deps: Deps): Promise<boolean> {
     // A campaign started at start_at (or ended at end_at) changes what the stream's pre-test must let
     // through for its brand, as a PATCH does: every process reloads it now, not when its cache expires.
     const brand = await visitCampaign(deps, id)
-    if (brand) await deps.stream?.interestChanged(brand)
+    // Best effort (the visit is committed): with the bus down, the other processes' caches expire instead.
+    if (brand) await deps.stream?.interestChanged(brand).catch((err: unknown) => deps.log.warn({ err, brandId: brand }, 'stream interest not announced'))
   }
   return ids.length === VISITS_PER_STEP
 }
@@ -61,7 +62,8 @@ export async function engineRound(deps: Deps): Promise<void> {
 async function refreshActiveStats(sql: Sql): Promise<void> {
   const rows = await sql<{ id: string }[]>`
     select id from campaigns where status in ('running', 'paused')
-       or (status in ('completed', 'cancelled') and updated_at > now() - ${TERMINAL_STATS_REFRESHED_MS / 1000} * interval '1 second')`
+       or (status in ('completed', 'cancelled') and updated_at > now() - ${TERMINAL_STATS_REFRESHED_MS / 1000} * interval '1 second')
+       or stats_stale`
   if (rows.length) await refreshStats(sql, rows.map((r) => r.id))
 }
 

@@ -14,6 +14,7 @@ import { firstStepId, templateFor, type EngineCampaign } from './execution.ts'
 import type { Sql } from './queries.ts'
 import { exitMarketingJourneys } from './journey-exit.ts'
 import { endAtOf } from './schedule.ts'
+import { markStatsStale } from './stats.ts'
 import { enqueueRunSends, type SendDeps } from './sends.ts'
 
 type Tx = TransactionSql | ReservedSql
@@ -258,8 +259,12 @@ async function holdOut(tx: Sql, c: EngineCampaign, playerIds: string[], now: Dat
     on conflict do nothing`
 }
 
-/** How far a wait_for_event's event may be dated outside the wait (stream lag, clock skew). */
-const EVENT_TIME_SLACK_MS = 5 * 60_000
+/**
+ * How far a wait_for_event's event may be dated before the wait (a feed that delivers its events late, the
+ * stream's lag) and after its end (the operator's clock ahead of ours).
+ */
+const EVENT_TIME_EARLY_MS = 60 * 60_000
+const EVENT_TIME_LATE_MS = 5 * 60_000
 
 /**
  * Waiting participants whose wait_for_event step an event of the batch matches move on to on_event: the
@@ -292,12 +297,12 @@ async function resumeWaiting(tx: Sql, matches: RuleMatch[], now: Date): Promise<
     const reached = p.updated_at.getTime()
     const deadline = reached + (step.timeout_seconds ?? 0) * 1000
     if (received < reached || received > deadline) continue
-    // And its own time falls in the wait too (§1: an event counts in the window of its event_time), give or
-    // take EVENT_TIME_SLACK_MS: the step is reached when the stream applies the entering event, which lags
-    // the player's next moves, and the operator's clock is not ours. A late import dated hours before the
-    // wait, or an event dated after the timeout, does not end it.
+    // And its own time falls in the wait too (§1: an event counts in the window of its event_time), within
+    // EVENT_TIME_EARLY_MS before it (the step is reached when the stream applies the entering event, and a
+    // feed may deliver its events late) and EVENT_TIME_LATE_MS after it (the operator's clock is not ours).
+    // A late import dated hours before the wait, or an event dated after the timeout, does not end it.
     const at = e.eventTime.getTime()
-    if (at < reached - EVENT_TIME_SLACK_MS || at > deadline + EVENT_TIME_SLACK_MS) continue
+    if (at < reached - EVENT_TIME_EARLY_MS || at > deadline + EVENT_TIME_LATE_MS) continue
     if (!matchesFilter(e, { event_type: step.event_type!, filters: step.filters })) continue
     moves.push({ id: p.id, next: step.on_event ?? null })
     byKey.delete(k) // moved on: no longer waiting for the batch's later events
@@ -348,6 +353,7 @@ async function convertAll(tx: Sql, matches: RuleMatch[]): Promise<void> {
                          ${conversions.map((m) => String(m.control))}::text[]::bool[], ${conversions.map((m) => m.e.eventTime.toISOString())}::timestamptz[])
     on conflict do nothing returning campaign_id, player_id`
   const fresh = new Set(inserted.map((r) => pairKey(r.campaign_id, r.player_id)))
+  await markStatsStale(tx, inserted.map((r) => r.campaign_id))
   await insertOutboxMany(
     tx,
     conversions
@@ -374,6 +380,7 @@ export function campaignConsumer(ctx: Pick<AppContext, 'clock' | 'log' | 'delive
       const campaigns = await reactiveCampaigns(sql, brandIds)
       if (!campaigns.length) return
       const playerOf = await playersOf(sql, events)
+      const pauses = new Map(campaigns.map((c) => [c.id, pausesOf(c)]))
       const now = ctx.clock()
       const triggered: RuleMatch[] = []
       const converting: RuleMatch[] = []
@@ -392,7 +399,7 @@ export function campaignConsumer(ctx: Pick<AppContext, 'clock' | 'log' | 'delive
           // status when the stream applies it (an event stored while paused and applied after the resume
           // enrolls nobody; one stored while running and applied during a later pause does, its sends held).
           const endAt = endAtOf(c.schedule)
-          const running = (c.status === 'running' || c.status === 'paused') && (!endAt || e.receivedAt.getTime() < endAt.getTime()) && !inPause(c, e.receivedAt)
+          const running = (c.status === 'running' || c.status === 'paused') && (!endAt || e.receivedAt.getTime() < endAt.getTime()) && !inPause(pauses.get(c.id)!, e.receivedAt)
           const afterStart = !!c.started_at && e.receivedAt.getTime() >= c.started_at.getTime()
           if (c.type === 'triggered' && running && afterStart && trigger && matchesFilter(e, trigger)) triggered.push({ c, e, playerId })
           if (c.type === 'journey' && (c.status === 'running' || c.status === 'paused')) {
@@ -415,11 +422,18 @@ export function campaignConsumer(ctx: Pick<AppContext, 'clock' | 'log' | 'delive
   }
 }
 
-/** Was the campaign paused at this time? A span without an end is the pause still on. */
-function inPause(c: EngineCampaign, at: Date): boolean {
-  const t = at.getTime()
-  return c.paused_spans.some(([from, to]) => t >= Date.parse(from) && (to === null || t < Date.parse(to)))
+/**
+ * A campaign's pauses as [from, to] ms (to: Infinity while it lasts), parsed once per batch. A paused
+ * campaign without an open span (none recorded) counts as paused all along: it enrolls nobody.
+ */
+function pausesOf(c: EngineCampaign): [number, number][] {
+  const spans = c.paused_spans.map(([from, to]): [number, number] => [Date.parse(from), to === null ? Infinity : Date.parse(to)])
+  if (c.status === 'paused' && !spans.some(([, to]) => to === Infinity)) spans.push([-Infinity, Infinity])
+  return spans
 }
+
+/** Was the campaign paused at this time? */
+const inPause = (pauses: [number, number][], at: Date): boolean => pauses.some(([from, to]) => at.getTime() >= from && at.getTime() < to)
 
 /** Whether some wait_for_event step of the journey waits for this event type. */
 const waitsFor = (c: EngineCampaign, type: string) => ((c.config.steps as StepDef[] | undefined) ?? []).some((s) => s.type === 'wait_for_event' && s.event_type === type)

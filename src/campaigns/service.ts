@@ -10,7 +10,7 @@ import { onStatusChange, selectEngineCampaign, storeEngineTimes } from './execut
 import * as q from './queries.ts'
 import type { Campaign, CampaignType, Participant } from './schemas.ts'
 import { cursorCodec, decodeCursorOr400, invalidCursor } from '../lib/cursor.ts'
-import { computeStats, TERMINAL_STATS_REFRESHED_MS } from './stats.ts'
+import { computeStats } from './stats.ts'
 import { checkTransition, type CampaignStatus } from './status.ts'
 import { assertReferences, assertRunnable } from './validation.ts'
 
@@ -65,21 +65,10 @@ export async function createCampaign(
   return campaign
 }
 
-export async function listCampaigns(
+export const listCampaigns = (
   deps: Deps,
   input: { tenantId: string; brandId: string; status?: CampaignStatus; limit: number; offset: number },
-): Promise<{ campaigns: Campaign[]; total: number }> {
-  const page = await q.selectCampaigns(deps.sql, input)
-  // Finished campaigns the engine no longer refreshes: counted now, like GET (opens, clicks and
-  // conversions keep coming after the end).
-  const since = Date.now() - TERMINAL_STATS_REFRESHED_MS
-  const old = page.campaigns.filter((c) => (c.status === 'completed' || c.status === 'cancelled') && Date.parse(c.updated_at) <= since)
-  if (old.length) {
-    const live = await computeStats(deps.sql, old.map((c) => c.id))
-    for (const c of old) c.stats = live.get(c.id)!
-  }
-  return page
-}
+) => q.selectCampaigns(deps.sql, input)
 
 export async function getCampaign(deps: Deps, input: Viewer & { campaignId: string }): Promise<Campaign> {
   const campaign = await q.selectCampaign(deps.sql, input)

@@ -70,10 +70,25 @@ export async function computeStats(sql: Sql, campaignIds: string[]): Promise<Map
 
 /**
  * The engine keeps the stored stats of running and paused campaigns current, and of completed and cancelled
- * ones for this long after their last change; later opens, clicks and conversions (a conversion window runs
- * up to a year) are counted when the campaign is read (its GET, or the list for such campaigns).
+ * ones for this long after their last change; what changes a finished campaign's figures later (an open,
+ * click, unsubscribe or read; a conversion, whose window runs up to a year) marks them stale
+ * (markStatsStale), and the engine's next refresh counts them again.
  */
 export const TERMINAL_STATS_REFRESHED_MS = 86_400_000
+
+/**
+ * These campaigns' figures just changed: those the engine no longer refreshes (finished over
+ * TERMINAL_STATS_REFRESHED_MS ago) are marked for its next refresh. A primary-key probe each, no write
+ * for the others or when already marked.
+ */
+export async function markStatsStale(sql: Sql, campaignIds: (string | null | undefined)[]): Promise<void> {
+  const ids = [...new Set(campaignIds.filter((id): id is string => !!id))]
+  if (!ids.length) return
+  await sql`
+    update campaigns set stats_stale = true
+    where id = any(${ids}::uuid[]) and not stats_stale and status in ('completed', 'cancelled')
+      and updated_at <= now() - ${TERMINAL_STATS_REFRESHED_MS / 1000} * interval '1 second'`
+}
 
 /** Recomputes and stores the stats of these campaigns. */
 export async function refreshStats(sql: Sql, campaignIds: string[]): Promise<Map<string, CampaignStats>> {
@@ -81,7 +96,7 @@ export async function refreshStats(sql: Sql, campaignIds: string[]): Promise<Map
   // Skipped while a chunk or a status change holds the row (the next refresh writes it): waiting would
   // queue every later chunk and trigger of the campaign behind this write (seen: 11–15 s stalls).
   for (const [id, s] of stats) {
-    await sql`update campaigns set stats = ${sql.json(s as never)}
+    await sql`update campaigns set stats = ${sql.json(s as never)}, stats_stale = false
               where id = (select id from campaigns where id = ${id} for no key update skip locked)`
   }
   return stats

@@ -26,3 +26,25 @@ export type CanonicalType = keyof typeof CANONICAL_FIELDS
 export const ALL_CANONICAL_FIELDS: readonly string[] = [...new Set(Object.values(CANONICAL_FIELDS).flat())].sort()
 
 export const isCanonicalType = (type: string): type is CanonicalType => Object.hasOwn(CANONICAL_FIELDS, type)
+
+/**
+ * The currency an amount is in: ISO 4217's three letters, or a crypto ticker (USDT, USDC, DOGE): 2–10
+ * letters or digits, upper-cased. Each is its own currency (nothing converts); a player's profile
+ * currency stays a three-letter ISO code (the spec's POST /players).
+ */
+export const CURRENCY_CODE_RE = /^[A-Za-z0-9]{2,10}$/
+export const ISO_CURRENCY_RE = /^[A-Za-z]{3}$/
+
+const LEAP_SECOND_RE = /^(.*T\d{2}:\d{2}:)60(?:\.\d+)?((?:Z|[+-]\d{2}:\d{2}))$/i
+
+/**
+ * An event's `timestamp` (RFC 3339 date-time) as ms since the epoch, NaN if unreadable. A leap second
+ * (`23:59:60Z`, which the format allows and Date.parse does not read) is its second's last millisecond,
+ * `23:59:59.999`: the order of events around it stays.
+ */
+export function parseEventTime(text: string): number {
+  const at = Date.parse(text)
+  if (!Number.isNaN(at)) return at
+  const leap = LEAP_SECOND_RE.exec(text)
+  return leap ? Date.parse(`${leap[1]}59.999${leap[2]}`) : Number.NaN
+}

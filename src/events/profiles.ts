@@ -9,7 +9,7 @@
 // trip, not one per statement.
 import type { ReservedSql, TransactionSql } from 'postgres'
 import { lockSendGateByKey } from '../lib/send-gate.ts'
-import { applyStatuses, updateProfiles, upsertPlayers } from './queries.ts'
+import { applyStatuses, switchCurrencies, updateProfiles, upsertPlayers } from './queries.ts'
 import type { PlayerColumns, StatusColumns } from './transform.ts'
 
 const MAX_CACHED = 500_000
@@ -55,6 +55,10 @@ export function createProfileWriter() {
           for (const r of rows) ids.set(keyOf(r.brand_id, r.external_id), r.id)
         }),
       )
+    }
+    const switching = p.currency.flatMap((c, i) => (c === null ? [] : [i]))
+    if (switching.length) {
+      sent.push(switchCurrencies(tx, switching.map((i) => p.brand_id[i] as string), switching.map((i) => p.external_id[i] as string), switching.map((i) => p.currency[i] as string)))
     }
     sent.push(updateProfiles(tx, knownIds, p))
     if (statuses.brand_id.length) sent.push(applyStatuses(tx, statuses))

@@ -92,6 +92,20 @@ export function upsertPlayers(tx: Tx, p: PlayerKeyColumns) {
  * player id order first, so concurrent groups cannot deadlock. Fails with SQLSTATE RSP01 (sql/0016; nothing written)
  * when a player does not exist, so it can be sent pipelined with the COMMIT.
  */
+/**
+ * Profiles whose currency the group sets to another one are switched first (sql/0260: the old currency's
+ * figures move into totals_by_currency, the new one's come out of it), so nothing is relabelled and the
+ * group's own money then lands in the new currency. In player id order, as updateProfiles locks.
+ */
+export function switchCurrencies(tx: Tx, brandIds: string[], externalIds: string[], currencies: string[]) {
+  return tx`
+    select respin_switch_currency(pl.id, x.cur)
+    from unnest(${brandIds}::uuid[], ${externalIds}::text[], ${currencies}::text[]) as x(brand_id, external_id, cur)
+    join players pl on pl.brand_id = x.brand_id and pl.external_id = x.external_id
+    join player_profiles pp on pp.player_id = pl.id and pp.currency <> x.cur
+    order by pl.id`.execute()
+}
+
 export function updateProfiles(tx: Tx, knownIds: (string | null)[], p: PlayerColumns) {
   return tx`
     with input as materialized (
@@ -188,26 +202,50 @@ export function updateProfiles(tx: Tx, knownIds: (string | null)[], p: PlayerCol
     select respin_expect_rows(${p.brand_id.length}, (select count(*) from upd), 'profiles to update')`.execute()
 }
 
-/** Applies status_change events to players.status; a change queues `player.updated` and `player.status_changed`. */
+/**
+ * Applies status_change events to players.status, each player's in event-time order, every real transition
+ * queueing `player.updated` and `player.status_changed` (suspended then active in one group: two of each).
+ * Responsible gaming decides the order across groups: a change that restricts (to anything but active)
+ * always counts, one that lifts a restriction (to active) only when it is not older than the player's last
+ * applied change (`status_at`, sql/0270; API changes stamp it with now()), so a late retry of an old
+ * `active` never undoes a newer self-exclusion, while a late self-exclusion is never lost.
+ */
 export function applyStatuses(tx: Tx, s: StatusColumns) {
   return tx<{ changed: string }[]>`
     with d as (
-      select * from unnest(${s.brand_id}::uuid[], ${s.external_id}::text[], ${s.status}::text[], ${s.reason}::text[])
-        as t(brand_id, external_id, status, reason)
+      select * from unnest(${s.brand_id}::uuid[], ${s.external_id}::text[], ${s.status}::text[], ${s.reason}::text[], ${s.at}::float8[])
+        with ordinality as t(brand_id, external_id, status, reason, at_ms, ord)
+    ), cur as materialized (
+      select p.id, p.status, p.status_at, p.brand_id, p.external_id from players p
+      where (p.brand_id, p.external_id) in (select brand_id, external_id from d)
+      order by p.id for update of p
+    ), seq as (
+      select c.id, d.status, d.reason, d.ord, to_timestamp(d.at_ms / 1000) as at,
+        lag(d.status, 1, c.status) over (partition by c.id order by d.ord) as previous_status
+      from d join cur c on c.brand_id = d.brand_id and c.external_id = d.external_id
+      where d.status <> 'active' or c.status_at is null or to_timestamp(d.at_ms / 1000) >= c.status_at
+    ), changes as materialized (
+      select * from seq where status <> previous_status
+    ), last as (
+      select distinct on (id) id, status, max(at) over (partition by id) as at from seq order by id, ord desc
     ), u as (
-      update players p set status = d.status, updated_at = now()
-      from d join players old on old.brand_id = d.brand_id and old.external_id = d.external_id
-      where p.id = old.id and p.status <> d.status
-      returning p.id, p.tenant_id, p.brand_id, p.external_id, old.status as previous_status, d.status, d.reason,
-        p.email, p.phone, p.metadata, p.created_at, p.updated_at
+      update players p set status = l.status, status_at = greatest(p.status_at, l.at),
+        updated_at = case when exists (select 1 from changes c where c.id = l.id) then now() else p.updated_at end
+      from last l
+      where p.id = l.id
+      returning p.id, p.tenant_id, p.brand_id, p.external_id, p.email, p.phone, p.metadata, p.created_at, p.updated_at
     ), ob as (
-      -- As PATCH /players does: player.updated (changed: status), then player.status_changed.
+      -- As PATCH /players does: player.updated (changed: status), then player.status_changed, per transition.
       insert into outbox (tenant_id, brand_id, event, data)
       select tenant_id, brand_id, e.event, case when e.event = 'player.updated' then ${playerUpdated(tx, tx`jsonb_build_array('status')`)}
         else jsonb_build_object(
           'player_id', id, 'external_id', external_id, 'status', status, 'previous_status', previous_status, 'reason', reason) end
-      from u cross join (values (1, 'player.updated'), (2, 'player.status_changed')) as e(n, event)
-      order by u.id, e.n
+      from (
+        select u.tenant_id, u.brand_id, u.id, u.external_id, u.email, u.phone, c.status, u.metadata, u.created_at, u.updated_at,
+          c.previous_status, c.reason, c.ord
+        from changes c join u on u.id = c.id
+      ) x cross join (values (1, 'player.updated'), (2, 'player.status_changed')) as e(n, event)
+      order by x.id, x.ord, e.n
     )
-    select count(*) as changed from u`.execute()
+    select count(*) as changed from changes`.execute()
 }

@@ -6,6 +6,7 @@ import type { AppContext } from '../context.ts'
 import { badRequest } from '../errors.ts'
 import { defineRoute } from '../http/route.ts'
 import { describeErrors, type FieldError } from '../http/router.ts'
+import { parseEventTime } from './canonical.ts'
 import { ingestEvents } from './service.ts'
 import { EventBatch, IncomingEvent, IngestBody, IngestResponse, MAX_BATCH } from './schemas.ts'
 
@@ -26,7 +27,7 @@ export function validateIngestBody(body: unknown): IncomingEvent[] {
     const errors: FieldError[] = []
     events.forEach((e, i) => {
       if (e.timestamp === undefined) return
-      const at = Date.parse(e.timestamp)
+      const at = parseEventTime(e.timestamp)
       if (!(at >= EARLIEST && at <= latest)) {
         errors.push({ in: 'body', field: isBatch ? `events.${i}.timestamp` : 'timestamp', message: 'must be between 2000-01-01 and one day from now' })
       }

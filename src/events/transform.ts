@@ -5,6 +5,7 @@ import Type, { type Static } from 'typebox'
 import { IsEmail } from 'typebox/format'
 import { emptyStreamColumns, type FilteredInterest, type StreamColumns } from '../engine/event-stream.ts'
 import { conditionHolds, type FilterableEvent } from '../lib/event-filter.ts'
+import { CURRENCY_CODE_RE, ISO_CURRENCY_RE, parseEventTime } from './canonical.ts'
 import { RowBinaryWriter } from './event-rows.ts'
 import { isTimeZone } from '../lib/zoned-time.ts'
 import { deriveFields, type MappingConfig, compileMapping, type CompiledMapping } from './mapping.ts'
@@ -70,11 +71,14 @@ export interface PlayerColumns {
   last_deposit_at: (number | null)[]
 }
 
+/** status_change events, each player's in event-time order (several per player when a group has them). */
 export interface StatusColumns {
   brand_id: string[]
   external_id: string[]
   status: string[]
   reason: (string | null)[]
+  /** The event's time, ms since the epoch. */
+  at: number[]
 }
 
 export interface TransformResult {
@@ -90,7 +94,6 @@ export interface TransformResult {
 const CONSENT_CHANNELS = new Set(['email', 'telegram', 'push', 'in_app', 'sms'])
 const STATUSES = new Set(['active', 'suspended', 'self_excluded', 'closed'])
 const LANG_RE = /^[a-z]{2}(-[A-Za-z]{2})?$/
-const CUR_RE = /^[A-Za-z]{3}$/
 
 const MONEY_COLUMN: Record<string, [count: string | null, total: string] | undefined> = {
   deposit: ['deposit_count', 'deposit_total'],
@@ -121,8 +124,8 @@ interface PlayerAcc {
   lastSeen: number
   lastLogin: number | null
   eventCount: number
-  /** currency → key → micro-units (integers, exact up to ~9e9 major units). */
-  money: Record<string, Record<string, number>> | null
+  /** currency → key → micro-units: exact integers (a number while safe, a bigint beyond ~9e9 major units). */
+  money: Record<string, Record<string, Micros>> | null
   consent: Record<string, { granted: boolean; at: string }> | null
   firstDepositAt: number | null
   firstDepositAmount: number | null
@@ -180,7 +183,24 @@ export function toUnits8(v: unknown): bigint {
 }
 
 /** Exact decimal string of an integer count of micro-units. */
-export function microsToDecimal(m: number): string {
+/** Micro-units: a number while a safe integer, a bigint once a sum grows past 2^53 (10 deposits of 1e9). */
+type Micros = number | bigint
+
+/** a + b exactly (b one amount, a safe integer): a number while the sum stays safe, else a bigint. */
+function addMicros(a: Micros | undefined, b: number): Micros {
+  if (typeof a === 'bigint') return a + BigInt(b)
+  const sum = (a ?? 0) + b
+  return Number.isSafeInteger(sum) ? sum : BigInt(a ?? 0) + BigInt(b)
+}
+
+export function microsToDecimal(m: Micros): string {
+  if (typeof m === 'bigint') {
+    const neg = m < 0n
+    const abs = neg ? -m : m
+    const frac = abs % 1_000_000n
+    const s = frac === 0n ? String(abs / 1_000_000n) : `${abs / 1_000_000n}.${String(frac).padStart(6, '0').replace(/0+$/, '')}`
+    return neg ? `-${s}` : s
+  }
   const neg = m < 0
   const abs = Math.abs(m)
   const int = Math.floor(abs / 1e6)
@@ -201,7 +221,7 @@ export function transformGroup(task: TransformTask): TransformResult {
     return m
   }
   const players = new Map<string, PlayerAcc>()
-  const statuses = new Map<string, { brandId: string; externalId: string; status: string; reason: string | null }>()
+  const statuses = new Map<string, { brandId: string; externalId: string; changes: { status: string; reason: string | null; at: number }[] }>()
   const rows = new RowBinaryWriter()
   let rowCount = 0
   let seq = task.seqBase
@@ -225,10 +245,10 @@ export function transformGroup(task: TransformTask): TransformResult {
       const type = res.type
       const f = deriveFields(event, type, rule)
       const externalId = event.player_id as string
-      const at = typeof event.timestamp === 'string' ? Date.parse(event.timestamp) : receivedAt
+      const at = typeof event.timestamp === 'string' ? parseEventTime(event.timestamp) : receivedAt
       const atMs = Number.isFinite(at) ? at : receivedAt
       const amountMicros = f.amount === undefined ? Number.NaN : toMicros(f.amount)
-      const currency = typeof f.currency === 'string' && CUR_RE.test(f.currency) ? f.currency.toUpperCase() : ''
+      const currency = typeof f.currency === 'string' && CURRENCY_CODE_RE.test(f.currency) ? f.currency.toUpperCase() : ''
       const granted = f.granted === true || f.granted === 'true' ? 1 : f.granted === false || f.granted === 'false' ? 0 : null
 
       // One RowBinary row, in the order of EVENT_COLUMNS.
@@ -312,7 +332,7 @@ export function transformGroup(task: TransformTask): TransformResult {
           if (f.phone !== undefined) p.phone = str(f.phone, 64)
           if (f.name !== undefined) p.name = str(f.name)
           if (typeof f.language === 'string' && LANG_RE.test(f.language)) p.language = f.language
-          if (currency) p.currency = currency
+          if (ISO_CURRENCY_RE.test(currency)) p.currency = currency
           if (f.country !== undefined) p.country = str(f.country, 64)
           // An unknown zone is ignored (kept in the raw event), like a malformed language.
           if (f.timezone !== undefined && isTimeZone(f.timezone)) p.timezone = f.timezone
@@ -340,7 +360,10 @@ export function transformGroup(task: TransformTask): TransformResult {
         }
         case 'status_change': {
           const status = typeof f.status === 'string' ? f.status : ''
-          if (STATUSES.has(status)) statuses.set(key, { brandId, externalId, status, reason: str(f.reason) })
+          if (!STATUSES.has(status)) break
+          let entry = statuses.get(key)
+          if (!entry) statuses.set(key, (entry = { brandId, externalId, changes: [] }))
+          entry.changes.push({ status, reason: str(f.reason), at: atMs })
           break
         }
         default: {
@@ -349,8 +372,8 @@ export function transformGroup(task: TransformTask): TransformResult {
           const micros = Number.isNaN(amountMicros) ? 0 : amountMicros
           p.money ??= {}
           const bucket = (p.money[currency] ??= {})
-          if (cols[0]) bucket[cols[0]] = (bucket[cols[0]] ?? 0) + 1
-          bucket[cols[1]] = (bucket[cols[1]] ?? 0) + micros
+          if (cols[0]) bucket[cols[0]] = ((bucket[cols[0]] as number | undefined) ?? 0) + 1
+          bucket[cols[1]] = addMicros(bucket[cols[1]], micros)
           if (type === 'deposit') {
             if (p.firstDepositAt === null || atMs < p.firstDepositAt) {
               p.firstDepositAt = atMs
@@ -395,12 +418,17 @@ export function transformGroup(task: TransformTask): TransformResult {
     cols.first_deposit_currency.push(p.firstDepositCurrency)
     cols.last_deposit_at.push(p.lastDepositAt)
   }
-  const st: StatusColumns = { brand_id: [], external_id: [], status: [], reason: [] }
+  const st: StatusColumns = { brand_id: [], external_id: [], status: [], reason: [], at: [] }
   for (const s of statuses.values()) {
-    st.brand_id.push(s.brandId)
-    st.external_id.push(s.externalId)
-    st.status.push(s.status)
-    st.reason.push(s.reason)
+    // Every change of the group, in event-time order (stable: arrival order at equal times), each its own
+    // transition and webhooks (applyStatuses), not only the last.
+    for (const c of s.changes.sort((a, b) => a.at - b.at)) {
+      st.brand_id.push(s.brandId)
+      st.external_id.push(s.externalId)
+      st.status.push(c.status)
+      st.reason.push(c.reason)
+      st.at.push(c.at)
+    }
   }
   return { rows: rows.finish(), rowCount, players: cols, statuses: st, stream }
 }
@@ -412,12 +440,12 @@ function setDevice(p: PlayerAcc, f: Record<string, unknown>): void {
   if (f.platform !== undefined) p.platform = str(f.platform)
 }
 
-function moneyJson(money: Record<string, Record<string, number>>): string {
+function moneyJson(money: Record<string, Record<string, Micros>>): string {
   const out: Record<string, Record<string, number | string>> = {}
   for (const cur in money) {
-    const src = money[cur] as Record<string, number>
+    const src = money[cur] as Record<string, Micros>
     const dst: Record<string, number | string> = {}
-    for (const k in src) dst[k] = k.endsWith('_count') ? (src[k] as number) : microsToDecimal(src[k] as number)
+    for (const k in src) dst[k] = k.endsWith('_count') ? (src[k] as number) : microsToDecimal(src[k] as Micros)
     out[cur] = dst
   }
   return JSON.stringify(out)

@@ -4,6 +4,7 @@
 import type { InterestEntry, StreamEvent } from '../engine/event-stream.ts'
 import type { FieldError } from '../http/router.ts'
 import { checkEventFilter, matchesFilter, type EventCondition, type FieldError as FilterFieldError } from '../lib/event-filter.ts'
+import { CURRENCY_CODE_RE } from '../events/canonical.ts'
 import { isTimeZone } from '../lib/zoned-time.ts'
 import { isUuid } from '../lib/schemas.ts'
 
@@ -150,7 +151,7 @@ export function validateGameConfig(g: unknown): FieldError[] {
       out.push(err(`game_config.${k}`, 'must be a non-empty array of strings'))
     }
   }
-  if (g.currency !== undefined && (typeof g.currency !== 'string' || !/^[A-Za-z]{3}$/.test(g.currency))) out.push(err('game_config.currency', 'must be a 3-letter currency code'))
+  if (g.currency !== undefined && (typeof g.currency !== 'string' || !CURRENCY_CODE_RE.test(g.currency))) out.push(err('game_config.currency', 'must be a currency code (3-letter ISO, or a ticker of 2–10 letters or digits)'))
   if (g.min_bet !== undefined && (typeof g.min_bet !== 'number' || !Number.isFinite(g.min_bet) || g.min_bet < 0)) out.push(err('game_config.min_bet', 'must be a finite number ≥ 0'))
   return out
 }

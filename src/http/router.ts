@@ -169,7 +169,9 @@ function handle(ctx: AppContext, route: CompiledRoute, res: HttpResponse, req: H
   const requestId = given && REQUEST_ID_RE.test(given) ? given : newRequestId()
   const rawQuery = req.getQuery() ?? ''
   const rawParams = route.paramNames.length === 0 ? NO_PARAMS : route.paramNames.map((_, i) => req.getParameter(i) ?? '')
-  const meta: Meta = { requestId, started, method: route.def.method, path: loggedPath(req.getUrl(), route, rawParams), route: route.def.path, tenantId: undefined as string | undefined }
+  // A HEAD answered by its GET route (node engine) is logged and counted as the HEAD it is.
+  const method = route.def.method === 'GET' && req.getCaseSensitiveMethod() === 'HEAD' ? 'HEAD' : route.def.method
+  const meta: Meta = { requestId, started, method, path: loggedPath(req.getUrl(), route, rawParams), route: route.def.path, tenantId: undefined as string | undefined }
 
   const fail = (err: unknown) => {
     try {
@@ -306,7 +308,7 @@ function invoke(ctx: AppContext, route: CompiledRoute, inc: Incoming, query: Rec
     if (!inc.body || inc.body.length === 0) throw badRequest('request body is required')
     body = route.def.validateBody === false ? parseJson(inc.body) : onlyDeclared(validate(route.body, parseJson(inc.body), 'body'), route.bodyKeys)
   }
-  const req = new RouteRequest(ctx, inc, query, principal, params, validQuery, body, route.def.validateBody !== false)
+  const req = new RouteRequest(ctx, inc, query, principal, params, validQuery, body)
   return (route.def.handler as (c: AppContext, r: unknown) => unknown)(ctx, req)
 }
 
@@ -324,12 +326,6 @@ class RouteRequest {
     readonly params: unknown,
     readonly query: unknown,
     readonly body: unknown,
-    /**
-     * Whether a body `brand` is the brand hint: the routes whose schema the body passed (create bodies, PUT
-     * /settings/*). A body the route reads itself (POST /events: a single event is the body) is data: an
-     * event's `brand` field must not move it to another brand.
-     */
-    private readonly bodyHints: boolean,
   ) {
     this.headers = inc.headers
     this.requestId = inc.meta.requestId
@@ -357,7 +353,10 @@ class RouteRequest {
 
   #brandHint(): string | undefined {
     const { rawQuery: query, body } = this
-    const bodyHint = this.bodyHints && typeof body === 'object' && body !== null ? (body as { brand?: unknown }).brand : undefined
+    // The body's top-level `brand` too: create bodies, PUT /settings/*, and POST /events (a batch's, or a
+    // single event's: the body is the event), as docs/tenancy.md says. Ignoring it there would write the
+    // events silently to the default brand.
+    const bodyHint = typeof body === 'object' && body !== null ? (body as { brand?: unknown }).brand : undefined
     return this.headers['x-brand'] ?? (typeof query.brand === 'string' ? query.brand : undefined) ?? (typeof bodyHint === 'string' ? bodyHint : undefined)
   }
 }

@@ -1,6 +1,7 @@
 // What players do with a message: open it (pixel), click a link, unsubscribe, read it in the inbox; and
 // what operators read back: GET /notifications, the inbox. First open / first click fire once each.
 import type { AppContext } from '../context.ts'
+import { markStatsStale } from '../campaigns/stats.ts'
 import { notFound } from '../errors.ts'
 import { CREATED_KEY, cursorCodec, keysetCursor } from '../lib/cursor.ts'
 import type { Visibility } from '../lib/visibility.ts'
@@ -25,6 +26,7 @@ export async function recordOpen(deps: Deps, token: string): Promise<boolean> {
       returning n.id, n.tenant_id, n.brand_id, n.player_id, n.channel, n.campaign_id, old.opened_at is null as first`
     if (!n) return false
     if (n.first && n.channel === 'email') await messageEvent(tx, 'message.opened', n)
+    if (n.first) await markStatsStale(tx, [n.campaign_id])
     return true
   })
 }
@@ -46,6 +48,7 @@ export async function recordClick(deps: Deps, token: string): Promise<string | u
     // A click proves an open the pixel may have missed (images off): an email's open is recorded too.
     if (n.first_open && n.channel === 'email') await messageEvent(tx, 'message.opened', n)
     if (n.first_click) await messageEvent(tx, 'message.clicked', n, { url })
+    if (n.first_click || n.first_open) await markStatsStale(tx, [n.campaign_id])
     return url
   })
 }
@@ -79,6 +82,7 @@ export async function unsubscribe(deps: Deps, token: string): Promise<boolean> {
         updated_at = now()
       where player_id = ${n.player_id} and (consent->'email'->>'granted') is distinct from 'false'`
     if (n.first) await messageEvent(tx, 'email.unsubscribed', { ...n, channel: 'email' }, { email: n.email })
+    if (n.first) await markStatsStale(tx, [n.campaign_id])
     return true
   })
 }
@@ -176,6 +180,7 @@ export async function markRead(deps: Deps, v: Visibility & { playerId: string; n
       and delivered_at > now() - ${days} * interval '1 day' and ${shownInInbox(deps.sql, p.id)}
     returning id, rendered, campaign_id, created_at, read_at`
   if (!row) throw notFound('inbox message')
+  await markStatsStale(deps.sql, [row.campaign_id])
   return inboxItemOf(row)
 }
 

@@ -104,8 +104,9 @@ export async function insertPlayerIfAbsent(
   p: { tenantId: string; brandId: string; externalId: string; email: string | null; phone: string | null; status: string; metadata: Record<string, unknown> },
 ): Promise<PlayerRow | undefined> {
   const [row] = await sql<PlayerRow[]>`
-    insert into players (tenant_id, brand_id, external_id, email, phone, status, metadata)
-    values (${p.tenantId}, ${p.brandId}, ${p.externalId}, ${p.email}, ${p.phone}, ${p.status}, ${sql.json(p.metadata as never)})
+    insert into players (tenant_id, brand_id, external_id, email, phone, status, status_at, metadata)
+    values (${p.tenantId}, ${p.brandId}, ${p.externalId}, ${p.email}, ${p.phone}, ${p.status},
+            ${p.status === 'active' ? null : sql`now()`}, ${sql.json(p.metadata as never)})
     on conflict (brand_id, external_id) do nothing
     returning *`
   return row
@@ -118,6 +119,8 @@ export async function updatePlayer(
   const [row] = await sql<PlayerRow[]>`
     update players set
       email = ${p.email}, phone = ${p.phone}, status = ${p.status},
+      -- A status set through the API is as of now: an older status_change to active does not undo it.
+      status_at = case when status is distinct from ${p.status} then now() else status_at end,
       metadata = ${p.metadataPatch ? sql`metadata || ${sql.json(p.metadataPatch as never)}` : sql`metadata`},
       updated_at = now()
     where id = ${p.id}
@@ -135,6 +138,7 @@ export async function upsertProfileLocale(
     values (${p.playerId}, ${p.tenantId}, ${p.brandId}, ${p.language ?? 'en'}, ${p.currency ?? 'EUR'})
     on conflict (player_id) do update set
       language = ${p.language === undefined ? sql`player_profiles.language` : sql`excluded.language`},
-      currency = ${p.currency === undefined ? sql`player_profiles.currency` : sql`excluded.currency`},
       updated_at = now()`
+  // A new currency on an existing profile moves its figures rather than relabel them (sql/0260).
+  if (p.currency !== undefined) await sql`select respin_switch_currency(${p.playerId}, ${p.currency})`
 }
