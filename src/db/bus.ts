@@ -5,7 +5,7 @@ import postgres from 'postgres'
 import type { Logger } from '../lib/log.ts'
 import type { Postgres } from './postgres.ts'
 
-export type BusTopic = 'api_key' | 'brand' | 'event_mapping' | 'event_stream_interest'
+export type BusTopic = 'api_key' | 'brand' | 'event_mapping' | 'event_stream_interest' | 'webhook_endpoint'
 type Handler = (payload: string) => void
 
 export interface Bus {

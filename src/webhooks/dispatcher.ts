@@ -82,6 +82,9 @@ export function startWebhookService(ctx: AppContext): BackgroundService {
   // The HTTP exchanges on a worker thread: they were ~40 % of a busy sender's main thread.
   const http = createOutboundHttpOnWorker({ connectionsPerTarget: PER_ENDPOINT_CONCURRENCY })
   const endpoints = endpointCache(ctx)
+  // An endpoint changed through any process (secret, URL, active, deleted): forgotten here before that
+  // request answers, so no attempt of this process uses what it was.
+  ctx.bus.subscribe('webhook_endpoint', (id) => endpoints.forget(id))
   const resolve = cachingResolver(systemResolver)
   // An attempt takes at most the timeout plus a few queries; a crashed process's rows are retried after this.
   const leaseMs = config.webhookTimeoutMs + 5000

@@ -11,7 +11,17 @@ import * as q from './queries.ts'
 import type { Delivery, DeliveryListQuery, WebhookEndpoint } from './schemas.ts'
 import { generateSecret } from './signing.ts'
 
-type Deps = Pick<AppContext, 'sql' | 'config' | 'secretBox'> & { webhooks?: { wake(): void; endpointChanged(id: string): void } }
+type Deps = Pick<AppContext, 'sql' | 'config' | 'secretBox'> & Partial<Pick<AppContext, 'bus'>> & { webhooks?: { wake(): void; endpointChanged(id: string): void } }
+
+/**
+ * Every process's dispatcher forgets the endpoint before the change's request answers (the bus waits for
+ * their acknowledgements): a rotated secret, a new URL or a deactivation holds for the next attempt
+ * anywhere. Without a bus (tests of the service alone), this process's only.
+ */
+async function endpointChanged(deps: Deps, id: string): Promise<void> {
+  if (deps.bus) await deps.bus.publish('webhook_endpoint', id)
+  else deps.webhooks?.endpointChanged(id)
+}
 /** Who makes a change, for its audit row (src/audit/service.ts); written in the change's transaction. */
 type Audit = AuditActor & { requestId: string }
 
@@ -102,8 +112,7 @@ export async function updateEndpoint(
     }
     return next
   })
-  // This process's engine re-reads the endpoint now; other processes within their cache's second.
-  deps.webhooks?.endpointChanged(row.id)
+  await endpointChanged(deps, row.id)
   if (input.active === true) deps.webhooks?.wake()
   return newSecret ? { ...toEndpoint(row), secret: newSecret } : toEndpoint(row)
 }
@@ -115,6 +124,7 @@ export async function deleteEndpoint(deps: Deps, v: Visibility & { id: string },
     if (!rows.length) throw notFound('webhook endpoint')
     if (audit) await recordAudit(tx, { ...audit, action: 'deleteWebhook', target: { type: 'webhook', id: v.id }, before: prev && toEndpoint(prev) })
   })
+  await endpointChanged(deps, v.id)
   return { id: v.id }
 }
 
