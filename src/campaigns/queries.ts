@@ -104,7 +104,7 @@ export interface CampaignChanges {
  */
 export async function updateCampaign(
   sql: Sql,
-  k: { tenantId: string; brandId: string | null; campaignId: string; expectedStatus?: CampaignStatus },
+  k: { tenantId: string; brandId: string | null; campaignId: string; expectedStatus?: CampaignStatus; expectedUpdatedAt?: string },
   changes: CampaignChanges,
 ): Promise<Campaign | undefined> {
   const sets: Record<string, unknown> = {}
@@ -119,6 +119,7 @@ export async function updateCampaign(
     update campaigns set ${sql(sets)}, updated_at = now()
     where id = ${k.campaignId} and ${visibleTo(sql, k)}
       ${k.expectedStatus ? sql`and status = ${k.expectedStatus}` : sql``}
+      ${k.expectedUpdatedAt ? sql`and date_trunc('milliseconds', updated_at) = ${k.expectedUpdatedAt}::timestamptz` : sql``}
     returning ${columns(sql)}`
   return row && campaignOut(row)
 }

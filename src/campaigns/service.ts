@@ -83,7 +83,8 @@ function disallowedMove(from: CampaignStatus, to: CampaignStatus, allowed: Campa
 }
 
 /** Conditional updates lost to a concurrent status change are re-decided against the new status. */
-const MAX_ATTEMPTS = 5
+/** Each round at least one of the concurrent writers wins: more rounds than writers usually race at once. */
+const MAX_ATTEMPTS = 20
 
 export async function updateCampaign(
   deps: Deps,
@@ -128,7 +129,9 @@ export async function updateCampaign(
       await assertReferences(deps.sql, ownerKey, merged)
     }
     const updated = await deps.sql.begin(async (tx) => {
-      const row = await q.updateCampaign(tx, { ...input, expectedStatus }, changes)
+      // An edit was checked against the campaign as read: written only if nobody changed it since (a
+      // concurrent edit of channels and one of config would each pass alone and break it together).
+      const row = await q.updateCampaign(tx, { ...input, expectedStatus, expectedUpdatedAt: edits ? current.updated_at : undefined }, changes)
       if (!row) return undefined
       const after = (await selectEngineCampaign(tx, row.id))!
       if (expectedStatus) await onStatusChange(tx, after, expectedStatus, now)
@@ -143,9 +146,11 @@ export async function updateCampaign(
       deps.campaigns?.wake()
       return updated
     }
-    // Another request changed the status (or removed visibility) since we read it: decide again.
+    // Another request changed the status or the campaign (or removed visibility) since we read it: decide
+    // again, after a short random pause so that concurrent editors do not collide again in step.
+    await new Promise((resolve) => setTimeout(resolve, 5 + Math.random() * 20))
   }
-  throw new AppError('INTERNAL_ERROR', 'campaign kept changing; try again')
+  throw new AppError('SERVICE_UNAVAILABLE', 'the campaign kept changing under concurrent requests; nothing was written: try again', { reason: 'CONCURRENT_CHANGE' }, { 'retry-after': '1' })
 }
 
 /** DELETE: the same move as PATCH status cancelled, so a draft (or terminal) campaign is a 400. */

@@ -1,5 +1,5 @@
 // The one place that turns errors into HTTP: status per code, and the spec's body { error, code, details }.
-import { isRefusedValue } from '../db/postgres.ts'
+import { isRefusedValue, pgErrorCode } from '../db/postgres.ts'
 import { AppError, type ErrorCode } from '../errors.ts'
 
 export function statusOf(code: ErrorCode): number {
@@ -55,12 +55,35 @@ export function renderError(err: unknown, requestId: string): ErrorReply {
       headers: {},
     }
   }
+  const pgCode = pgErrorCode(err)
+  // A row the request names was deleted between its check and its write (a ping racing the endpoint's
+  // delete, a credit racing the player's erasure): the resource is gone, as a 404 says.
+  if (pgCode === FOREIGN_KEY_VIOLATION) {
+    return {
+      status: 404,
+      body: { error: 'a resource this request names was deleted meanwhile', code: 'NOT_FOUND', details: { reason: 'DELETED_MEANWHILE' }, request_id: requestId },
+      headers: {},
+    }
+  }
+  // Concurrent writes of the same rows, one chosen to give way (its transaction rolled back, nothing
+  // written): the request may simply be sent again.
+  if (pgCode === DEADLOCK_DETECTED || pgCode === SERIALIZATION_FAILURE) {
+    return {
+      status: 503,
+      body: { error: 'a concurrent change held the same rows; nothing was written: try again', code: 'SERVICE_UNAVAILABLE', details: { reason: 'CONCURRENT_CHANGE' }, request_id: requestId },
+      headers: { 'retry-after': '1' },
+    }
+  }
   return {
     status: 500,
     body: { error: 'internal error', code: 'INTERNAL_ERROR', request_id: requestId },
     headers: {},
   }
 }
+
+const FOREIGN_KEY_VIOLATION = '23503'
+const DEADLOCK_DETECTED = '40P01'
+const SERIALIZATION_FAILURE = '40001'
 
 export const STATUS_TEXT: Record<number, string> = {
   200: '200 OK',

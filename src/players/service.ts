@@ -204,7 +204,7 @@ export async function createOrUpdatePlayer(
   return deps.sql.begin(async (tx) => {
     // A status change of an existing player takes its send gate before its row lock (lib/send-gate.ts).
     if (input.status !== undefined) await lockSendGateByKey(tx, [input.brandId], [input.external_id])
-    const inserted = await q.insertPlayerIfAbsent(tx, {
+    const insert = () => q.insertPlayerIfAbsent(tx, {
       tenantId: input.tenantId,
       brandId: input.brandId,
       externalId: input.external_id,
@@ -213,6 +213,15 @@ export async function createOrUpdatePlayer(
       status: input.status ?? 'active',
       metadata: input.metadata ?? {},
     })
+    // The insert finds the id taken, the lock finds it gone: an erasure deleted the player in between.
+    // The id is free again, so it is a new player (a few tries: each round needs another such race).
+    let inserted = await insert()
+    let prev: q.PlayerRow | undefined
+    for (let tries = 0; !inserted && tries < 3; tries++) {
+      prev = await q.selectPlayerForUpdate(tx, { tenantId: input.tenantId, brandId: input.brandId, externalId: input.external_id })
+      if (prev) break
+      inserted = await insert()
+    }
     let row: q.PlayerRow
     if (inserted) {
       row = inserted
@@ -223,8 +232,7 @@ export async function createOrUpdatePlayer(
         data: { player_id: row.id, external_id: row.external_id, brand_id: row.brand_id, source: 'api' },
       })
     } else {
-      const prev = await q.selectPlayerForUpdate(tx, { tenantId: input.tenantId, brandId: input.brandId, externalId: input.external_id })
-      if (!prev) throw new Error('player vanished between insert and lock')
+      if (!prev) throw new Error('player vanished between insert and lock, three times')
       row = await applyChanges(tx, prev, input)
     }
     await q.upsertProfileLocale(tx, { playerId: row.id, tenantId: row.tenant_id, brandId: row.brand_id, language: input.language, currency })
