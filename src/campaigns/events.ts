@@ -237,12 +237,16 @@ async function enterJourneys(tx: Sql, matches: RuleMatch[], now: Date): Promise<
     for (const playerId of members) if (!held.has(playerId)) entering.push({ c, playerId })
   }
   if (!entering.length) return
+  // A marketing journey enters active players only (as at its start from the segment): one who is not
+  // would leave at once and have spent the entry (once per player) for when they are active again.
   await tx`
     insert into campaign_participants (campaign_id, tenant_id, brand_id, player_id, step, status, wake_at, entered_at, updated_at)
     select x.campaign_id, x.tenant_id, x.brand_id, x.player_id, x.step, 'active', ${now}, ${now}, ${now}
     from unnest(${entering.map((e) => e.c.id)}::uuid[], ${entering.map((e) => e.c.tenant_id)}::uuid[], ${entering.map((e) => e.c.brand_id)}::uuid[],
-                ${entering.map((e) => e.playerId)}::uuid[], ${entering.map((e) => firstStepId(e.c))}::text[])
-      as x(campaign_id, tenant_id, brand_id, player_id, step)
+                ${entering.map((e) => e.playerId)}::uuid[], ${entering.map((e) => firstStepId(e.c))}::text[],
+                ${entering.map((e) => String(e.c.config.class === 'transactional'))}::text[]::bool[])
+      as x(campaign_id, tenant_id, brand_id, player_id, step, transactional)
+    join players p on p.id = x.player_id and (x.transactional or p.status = 'active')
     on conflict (campaign_id, player_id) do nothing`
 }
 

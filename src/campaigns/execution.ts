@@ -320,10 +320,13 @@ async function enqueueChunk(deps: Deps, runId: string, chunkSize: number): Promi
     const ids = members.map((m) => m.player_id).sort()
     if (c.type === 'journey') {
       const now = deps.clock()
+      // A marketing journey enters active players only: one who is not would leave at once, and the
+      // entry (once per player) would be spent for when they are active again.
       await tx`
         insert into campaign_participants (campaign_id, tenant_id, brand_id, player_id, step, status, wake_at, entered_at, updated_at)
         select ${c.id}::uuid, ${c.tenant_id}::uuid, ${c.brand_id}::uuid, x.id, ${firstStepId(c)}, 'active', ${now}, ${now}, ${now}
         from unnest(${ids}::uuid[]) as x(id)
+        ${c.config.class === 'transactional' ? tx`` : tx`join players p on p.id = x.id and p.status = 'active'`}
         on conflict (campaign_id, player_id) do nothing`
     } else {
       const items = ids.flatMap((playerId) => c.channels.map((channel) => ({ playerId, channel, templateId: templateFor(c, channel)! })))

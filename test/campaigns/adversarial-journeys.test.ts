@@ -575,3 +575,21 @@ t.test('an edit of a running journey that removes the step players wait at does 
     t.not(p.status, 'completed', `the player who never reached 'bye' is not reported completed (got ${p.status})`)
   }
 })
+
+t.test('a player who is not active does not spend the one entry of a marketing journey: entered once active again', async (t) => {
+  // docs/campaigns.md: a journey is entered "once per player and campaign", and "a marketing journey keeps
+  // only active players". A self-excluded player's trigger enters nobody, so the entry is still there later.
+  const tenant = await h.createTenant()
+  const hello = await template(h, tenant)
+  const c = await journey(tenant, [{ id: 'hello', type: 'send', channel: 'in_app', template_id: hello, next: null }], { trigger: { event_type: 'login' } })
+  await event(tenant, 'rg', 'status_change', { status: 'self_excluded', reason: 'rg' })
+  await event(tenant, 'rg', 'login')
+  await round()
+  t.same(Object.keys(await statusOf(tenant, c)), [], 'not entered while self-excluded')
+  await event(tenant, 'rg', 'status_change', { status: 'active', reason: 'lifted' })
+  await event(tenant, 'rg', 'login')
+  await round()
+  const id = await idOf(tenant.brand.id, 'rg')
+  t.match((await statusOf(tenant, c))[id], { status: 'completed' }, 'entered, and through the journey, once active')
+  t.same((await stepsOf(c)).get(id), ['hello'], 'its message once')
+})
