@@ -1,8 +1,6 @@
 -- A ledger entry's id in the API is a UUID like every resource's (spec, Conventions); the bigserial stays
 -- the order of entries (newest first) and is never shown: it counted every tenant's entries.
--- Added without a volatile default (that would rewrite the table under an ACCESS EXCLUSIVE lock while the
--- old processes still serve): the default applies to new rows, the backfill takes only row locks on an
--- append-only table, so credits and debits go on meanwhile.
-alter table point_ledger add column if not exists entry_id uuid;
-alter table point_ledger alter column entry_id set default gen_random_uuid();
-update point_ledger set entry_id = gen_random_uuid() where entry_id is null;
+-- A volatile default rewrites the table under an ACCESS EXCLUSIVE lock (migrations run in one transaction
+-- at start, so a separate backfill would hold it as long): on a large ledger, run this migration with the
+-- engines stopped (npm run migrate) before starting the new version.
+alter table point_ledger add column if not exists entry_id uuid not null default gen_random_uuid();

@@ -129,9 +129,9 @@ export async function updateCampaign(
       await assertReferences(deps.sql, ownerKey, merged)
     }
     const updated = await deps.sql.begin(async (tx) => {
-      // An edit was checked against the campaign as read: written only if nobody changed it since (a
-      // concurrent edit of channels and one of config would each pass alone and break it together).
-      const row = await q.updateCampaign(tx, { ...input, expectedStatus, expectedUpdatedAt: edits ? current.updated_at : undefined }, changes)
+      // An edit or a start was checked against the campaign as read: written only if nobody changed it
+      // since (a concurrent edit of channels and one of config would each pass alone and break it together).
+      const row = await q.updateCampaign(tx, { ...input, expectedStatus, expectedUpdatedAt: edits || starts ? current.updated_at : undefined }, changes)
       if (!row) return undefined
       const after = (await selectEngineCampaign(tx, row.id))!
       if (expectedStatus) await onStatusChange(tx, after, expectedStatus, now)

@@ -77,26 +77,29 @@ export async function computeStats(sql: Sql, campaignIds: string[]): Promise<Map
 export const TERMINAL_STATS_REFRESHED_MS = 86_400_000
 
 /**
- * These campaigns' figures just changed: those the engine no longer refreshes (finished over
- * TERMINAL_STATS_REFRESHED_MS ago) are marked for its next refresh. A primary-key probe each, no write
- * for the others or when already marked.
+ * These campaigns' figures just changed: finished ones are marked for the engine's next refresh (running
+ * ones are refreshed anyway). A primary-key probe each, no write when already marked.
  */
 export async function markStatsStale(sql: Sql, campaignIds: (string | null | undefined)[]): Promise<void> {
   const ids = [...new Set(campaignIds.filter((id): id is string => !!id))]
   if (!ids.length) return
+  // Any finished campaign (not only those past the window): a change just before the window closes is
+  // not lost to the engine's last refresh. At most one write per campaign between two refreshes.
   await sql`
     update campaigns set stats_stale = true
-    where id = any(${ids}::uuid[]) and not stats_stale and status in ('completed', 'cancelled')
-      and updated_at <= now() - ${TERMINAL_STATS_REFRESHED_MS / 1000} * interval '1 second'`
+    where id = any(${ids}::uuid[]) and not stats_stale and status in ('completed', 'cancelled')`
 }
 
 /** Recomputes and stores the stats of these campaigns. */
 export async function refreshStats(sql: Sql, campaignIds: string[]): Promise<Map<string, CampaignStats>> {
+  // The stale mark is cleared before counting: a change committed while counting marks it again (cleared
+  // after, that change would be lost until the next one).
+  await sql`update campaigns set stats_stale = false where id = any(${campaignIds}::uuid[]) and stats_stale`
   const stats = await computeStats(sql, campaignIds)
   // Skipped while a chunk or a status change holds the row (the next refresh writes it): waiting would
   // queue every later chunk and trigger of the campaign behind this write (seen: 11–15 s stalls).
   for (const [id, s] of stats) {
-    await sql`update campaigns set stats = ${sql.json(s as never)}, stats_stale = false
+    await sql`update campaigns set stats = ${sql.json(s as never)}
               where id = (select id from campaigns where id = ${id} for no key update skip locked)`
   }
   return stats

@@ -50,6 +50,7 @@ export function createProfileWriter() {
           external_id: upsert.map((i) => p.external_id[i] as string),
           email: upsert.map((i) => p.email[i] ?? null),
           phone: upsert.map((i) => p.phone[i] ?? null),
+          currency: upsert.map((i) => p.currency[i] ?? null),
         }).then((rows) => {
           if (ids.size + rows.length > MAX_CACHED) ids.clear()
           for (const r of rows) ids.set(keyOf(r.brand_id, r.external_id), r.id)
@@ -58,7 +59,7 @@ export function createProfileWriter() {
     }
     const switching = p.currency.flatMap((c, i) => (c === null ? [] : [i]))
     if (switching.length) {
-      sent.push(switchCurrencies(tx, switching.map((i) => p.brand_id[i] as string), switching.map((i) => p.external_id[i] as string), switching.map((i) => p.currency[i] as string)))
+      sent.push(switchCurrencies(tx, p.brand_id, p.external_id, switching.map((i) => p.brand_id[i] as string), switching.map((i) => p.external_id[i] as string), switching.map((i) => p.currency[i] as string)))
     }
     sent.push(updateProfiles(tx, knownIds, p))
     if (statuses.brand_id.length) sent.push(applyStatuses(tx, statuses))

@@ -32,6 +32,8 @@ export interface PlayerKeyColumns {
   external_id: string[]
   email: (string | null)[]
   phone: (string | null)[]
+  /** The profile currency the group sets (a new player's profile starts in it). */
+  currency: (string | null)[]
 }
 
 /**
@@ -42,8 +44,9 @@ export interface PlayerKeyColumns {
 export function upsertPlayers(tx: Tx, p: PlayerKeyColumns) {
   return tx<{ id: string; brand_id: string; external_id: string; created: boolean }[]>`
     with input as (
-      select * from unnest(${p.tenant_id}::uuid[], ${p.brand_id}::uuid[], ${p.external_id}::text[], ${p.email}::text[], ${p.phone}::text[])
-        as t(tenant_id, brand_id, external_id, email, phone)
+      select * from unnest(${p.tenant_id}::uuid[], ${p.brand_id}::uuid[], ${p.external_id}::text[], ${p.email}::text[], ${p.phone}::text[],
+                           ${p.currency}::text[])
+        as t(tenant_id, brand_id, external_id, email, phone, currency)
     ), old as (
       -- The stored email and phone of the players this group may change (only events carrying either:
       -- most carry neither, and cost no read), to tell player.updated what changed.
@@ -74,8 +77,11 @@ export function upsertPlayers(tx: Tx, p: PlayerKeyColumns) {
       select tenant_id, brand_id, 'player.updated', ${playerUpdated(tx, tx`to_jsonb(fields)`)}
       from changed where cardinality(fields) > 0
     ), prof as (
-      insert into player_profiles (player_id, tenant_id, brand_id)
-      select id, tenant_id, brand_id from up where created
+      -- A new player's profile starts in the currency its group names (a registration's): no switch later.
+      insert into player_profiles (player_id, tenant_id, brand_id, currency)
+      select up.id, up.tenant_id, up.brand_id, coalesce(i.currency, 'EUR') from up
+      join input i on i.brand_id = up.brand_id and i.external_id = up.external_id
+      where up.created
       on conflict (player_id) do nothing
     ), ob as (
       insert into outbox (tenant_id, brand_id, event, data)
@@ -86,26 +92,41 @@ export function upsertPlayers(tx: Tx, p: PlayerKeyColumns) {
 }
 
 /**
+ * Profiles whose currency the group sets to another one are switched first (sql/0260: the old currency's
+ * figures move into totals_by_currency, the new one's come out of it), so nothing is relabelled and the
+ * group's own money then lands in the new currency. Rare: a new player's profile starts in its group's
+ * currency (upsertPlayers). When one is due, every profile of the group (`groupBrandIds`,
+ * `groupExternalIds`) is locked first in player id order, as updateProfiles locks them: locking only the
+ * switching ones first would take them out of that order (a deadlock with another group).
+ */
+export function switchCurrencies(tx: Tx, groupBrandIds: string[], groupExternalIds: string[], brandIds: string[], externalIds: string[], currencies: string[]) {
+  return tx`
+    with due as materialized (
+      select pl.id, x.cur
+      from unnest(${brandIds}::uuid[], ${externalIds}::text[], ${currencies}::text[]) as x(brand_id, external_id, cur)
+      join players pl on pl.brand_id = x.brand_id and pl.external_id = x.external_id
+      join player_profiles pp on pp.player_id = pl.id and pp.currency <> x.cur
+    ), locked as materialized (
+      select pp.player_id from player_profiles pp
+      where pp.player_id in (
+        select pl.id from unnest(${groupBrandIds}::uuid[], ${groupExternalIds}::text[]) as g(brand_id, external_id)
+        join players pl on pl.brand_id = g.brand_id and pl.external_id = g.external_id)
+      order by pp.player_id for update
+    )
+    -- The calls in the sorted subquery's order; the group's locks (an initplan) taken before the first,
+    -- and only when some switch is due.
+    select respin_switch_currency(s.id, s.cur) from (
+      select d.id, d.cur, (select count(*) from locked) as n from due d order by d.id offset 0
+    ) s`.execute()
+}
+
+/**
  * Folds the group's deltas into the profiles of these players; a first deposit queues `player.converted`.
  * `knownIds` holds each player's id where the caller knows it, null where not (players upserted earlier
  * in the same transaction): those are looked up by key, one unique-index probe each. Rows are locked in
  * player id order first, so concurrent groups cannot deadlock. Fails with SQLSTATE RSP01 (sql/0016; nothing written)
  * when a player does not exist, so it can be sent pipelined with the COMMIT.
  */
-/**
- * Profiles whose currency the group sets to another one are switched first (sql/0260: the old currency's
- * figures move into totals_by_currency, the new one's come out of it), so nothing is relabelled and the
- * group's own money then lands in the new currency. In player id order, as updateProfiles locks.
- */
-export function switchCurrencies(tx: Tx, brandIds: string[], externalIds: string[], currencies: string[]) {
-  return tx`
-    select respin_switch_currency(pl.id, x.cur)
-    from unnest(${brandIds}::uuid[], ${externalIds}::text[], ${currencies}::text[]) as x(brand_id, external_id, cur)
-    join players pl on pl.brand_id = x.brand_id and pl.external_id = x.external_id
-    join player_profiles pp on pp.player_id = pl.id and pp.currency <> x.cur
-    order by pl.id`.execute()
-}
-
 export function updateProfiles(tx: Tx, knownIds: (string | null)[], p: PlayerColumns) {
   return tx`
     with input as materialized (

@@ -614,8 +614,12 @@ async function sendStream(ctx: AppContext, res: HttpResponse, conn: Conn, r: Rep
 function sendError(ctx: AppContext, res: HttpResponse, conn: Conn, err: unknown, requestId: string, meta?: Meta): void {
   const rendered = renderError(err, requestId)
   if (rendered.status >= 500) ctx.log.error({ err, reqId: requestId, tenantId: meta?.tenantId }, 'request failed')
-  // Only the SQLSTATE: the server's message quotes the refused value, which may be personal data.
-  else if (!(err instanceof AppError)) ctx.log.warn({ sqlstate: pgErrorCode(err), reqId: requestId, tenantId: meta?.tenantId }, 'request value refused by the database')
+  // Only the SQLSTATE and where (table, constraint): the server's message quotes the refused value, which
+  // may be personal data. A foreign key's name tells a race (a row deleted meanwhile) from a wrong reference.
+  else if (!(err instanceof AppError)) {
+    const where = err as { table_name?: string; constraint_name?: string }
+    ctx.log.warn({ sqlstate: pgErrorCode(err), table: where.table_name, constraint: where.constraint_name, reqId: requestId, tenantId: meta?.tenantId }, 'request value refused by the database')
+  }
   send(ctx, res, conn, rendered.status, JSON.stringify(rendered.body), 'application/json', rendered.headers, meta ?? {
     requestId,
     started: performance.now(),
