@@ -83,10 +83,15 @@ export interface CliResult {
  * DATABASE_URL's), without ClickHouse or Redis, and collects what it printed.
  */
 export function runCli(dataDir: string, ...args: string[]): Promise<CliResult> {
+  return runCliWith({}, dataDir, ...args)
+}
+
+/** runCli with some environment variables of its own (a bad setting, another database). */
+export function runCliWith(env: Record<string, string>, dataDir: string, ...args: string[]): Promise<CliResult> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, ['--import', './src/ts-loader.mjs', 'src/admin/cli.ts', ...args], {
       cwd: root,
-      env: { ...process.env, DATA_DIR: dataDir, CLICKHOUSE_URL: '', REDIS_URL: '', LOG_LEVEL: 'silent' },
+      env: { ...process.env, DATA_DIR: dataDir, CLICKHOUSE_URL: '', REDIS_URL: '', LOG_LEVEL: 'silent', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     })
     let stdout = ''

@@ -16,7 +16,7 @@ import WebSocket from 'ws'
 import t from 'tap'
 import { ConfigError, ENV_VARS, loadConfig } from '../../src/config.ts'
 import { isolateDatabase, seedEmbeddedPostgres, startHarness } from '../helpers/harness.ts'
-import { runCli, type CliResult } from '../helpers/processes.ts'
+import { runCli, runCliWith } from '../helpers/processes.ts'
 import { rawRequest } from '../helpers/raw-http.ts'
 import { reapOnExit } from '../helpers/reap.ts'
 import { pollUntil, sleep, waitFor } from '../helpers/wait.ts'
@@ -32,20 +32,7 @@ await isolateDatabase() // every process below (harnesses, the spawned API proce
 // ---------------------------------------------------------------------------------------------------
 const cliDir = mkdtempSync(join(tmpdir(), 'respin-ops-cli-'))
 t.teardown(() => rmSync(cliDir, { recursive: true, force: true }))
-function cliWith(env: Record<string, string>, ...args: string[]): Promise<CliResult> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', './src/ts-loader.mjs', 'src/admin/cli.ts', ...args], {
-      cwd: new URL('../../', import.meta.url),
-      env: { ...process.env, DATA_DIR: cliDir, CLICKHOUSE_URL: '', REDIS_URL: '', LOG_LEVEL: 'silent', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (c: Buffer) => (stdout += c))
-    child.stderr.on('data', (c: Buffer) => (stderr += c))
-    child.once('close', (status) => resolve({ status, stdout, stderr }))
-  })
-}
+const cliWith = (env: Record<string, string>, ...args: string[]) => runCliWith(env, cliDir, ...args)
 const cliRuns = Promise.all([
   cliWith({ LOG_LEVEL: 'verbose' }, 'tenant:list'),
   cliWith({ DATABASE_URL: 'mysql://nope' }, 'tenant:list'),
