@@ -57,12 +57,13 @@ export function createProfileWriter() {
         }),
       )
     }
+    // Players before profiles, as every writer locks them (upsertPlayers, PATCH /players, the erasure).
+    if (statuses.brand_id.length) sent.push(applyStatuses(tx, statuses))
     const switching = p.currency.flatMap((c, i) => (c === null ? [] : [i]))
     if (switching.length) {
       sent.push(switchCurrencies(tx, p.brand_id, p.external_id, switching.map((i) => p.brand_id[i] as string), switching.map((i) => p.external_id[i] as string), switching.map((i) => p.currency[i] as string)))
     }
     sent.push(updateProfiles(tx, knownIds, p))
-    if (statuses.brand_id.length) sent.push(applyStatuses(tx, statuses))
     await Promise.all(sent)
   }
 

@@ -229,7 +229,9 @@ export function updateProfiles(tx: Tx, knownIds: (string | null)[], p: PlayerCol
  * Responsible gaming decides the order across groups: a change that restricts (to anything but active)
  * always counts, one that lifts a restriction (to active) only when it is not older than the player's last
  * applied change (`status_at`, sql/0270; API changes stamp it with now()), so a late retry of an old
- * `active` never undoes a newer self-exclusion, while a late self-exclusion is never lost.
+ * `active` never undoes a newer self-exclusion, while a late self-exclusion is never lost. The players are
+ * locked in (brand, external id) order, as upsertPlayers locks them, and before any profile (profiles.ts
+ * sends this before updateProfiles), as every other writer locks a player before its profile.
  */
 export function applyStatuses(tx: Tx, s: StatusColumns) {
   return tx<{ changed: string }[]>`
@@ -239,7 +241,7 @@ export function applyStatuses(tx: Tx, s: StatusColumns) {
     ), cur as materialized (
       select p.id, p.status, p.status_at, p.brand_id, p.external_id from players p
       where (p.brand_id, p.external_id) in (select brand_id, external_id from d)
-      order by p.id for update of p
+      order by p.brand_id, p.external_id for update of p
     ), seq as (
       select c.id, d.status, d.reason, d.ord, to_timestamp(d.at_ms / 1000) as at,
         lag(d.status, 1, c.status) over (partition by c.id order by d.ord) as previous_status
