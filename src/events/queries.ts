@@ -114,10 +114,11 @@ export function switchCurrencies(tx: Tx, groupBrandIds: string[], groupExternalI
       order by pp.player_id for update
     )
     -- The calls in the sorted subquery's order; the group's locks (an initplan) taken before the first,
-    -- and only when some switch is due.
+    -- and only when some switch is due. \`n\` must be read above (the filter), or the planner drops the
+    -- initplan with the unused column and nothing is locked.
     select respin_switch_currency(s.id, s.cur) from (
       select d.id, d.cur, (select count(*) from locked) as n from due d order by d.id offset 0
-    ) s`.execute()
+    ) s where s.n >= 0`.execute()
 }
 
 /**
