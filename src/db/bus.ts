@@ -77,7 +77,9 @@ export async function openBus(pg: Postgres, log: Logger, databaseUrl?: string, o
         log.warn({ topic, acked: acked.size, expected }, 'invalidation: not every process acknowledged in time')
         done()
       }, ACK_TIMEOUT_MS)
-      try {
+      // The whole publish is bounded by the timer, the count and the notify too (a bus connection being
+      // re-established would otherwise hold the caller for the driver's connect timeout).
+      const broadcast = (async () => {
         // postgres.js keeps one LISTEN connection per bus, so each listening process shows one
         // BUS_APPLICATION session whose last statement was a LISTEN.
         const [row] = await sql<{ n: number }[]>`
@@ -87,9 +89,13 @@ export async function openBus(pg: Postgres, log: Logger, databaseUrl?: string, o
         expected = opts.publishOnly ? row?.n ?? 0 : Math.max(1, row?.n ?? 1)
         if (acked.size >= expected) done()
         await sql`select pg_notify(${CHANNEL}, ${JSON.stringify([nonce, topic, payload])})`
-        await allAcked
-      } catch (err) {
+      })()
+      broadcast.catch((err: unknown) => {
         log.error({ err, topic }, 'invalidation not broadcast')
+        done()
+      })
+      try {
+        await allAcked
       } finally {
         clearTimeout(timer)
         waiting.delete(nonce)

@@ -69,14 +69,15 @@ export const webhookRoutes: RouteDef[] = [
   defineRoute({
     method: 'POST', path: '/webhooks/:id/ping', operationId: 'pingWebhook', tags,
     summary: 'Send a signed test event (webhook.ping)',
-    description: 'Queues a `webhook.ping` delivery with `data: { endpoint_id, brand_id }`, signed, delivered and logged like any other.',
-    params: IdParams, responses: { 202: data(Delivery) },
+    description: 'Queues a `webhook.ping` delivery with `data: { endpoint_id, brand_id }`, signed, delivered and logged like any other. An inactive endpoint gets no new deliveries: 400 `details.reason: "ENDPOINT_INACTIVE"`.',
+    params: IdParams, responses: { 202: data(Delivery) }, errors: [400],
     handler: async (ctx, req) => reply(202, { data: await webhooks.ping(ctx, { ...visibilityOf(req.principal), id: req.params.id }) }),
   }),
   defineRoute({
     method: 'POST', path: '/webhooks/:id/deliveries/:deliveryId/redeliver', operationId: 'redeliverWebhook', tags,
     summary: 'Send a delivery again: a new delivery of the identical body',
-    params: DeliveryParams, responses: { 202: data(Delivery) },
+    description: 'An inactive endpoint gets no new deliveries: 400 `details.reason: "ENDPOINT_INACTIVE"`.',
+    params: DeliveryParams, responses: { 202: data(Delivery) }, errors: [400],
     handler: async (ctx, req) =>
       reply(202, { data: await webhooks.redeliver(ctx, { ...visibilityOf(req.principal), id: req.params.id, deliveryId: req.params.deliveryId }) }),
   }),

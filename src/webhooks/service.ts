@@ -145,8 +145,14 @@ export async function listDeliveries(
 export const deliveryBody = (event: string, createdAt: Date, data: Record<string, unknown>): string =>
   JSON.stringify({ event, created_at: createdAt.toISOString(), data })
 
+/** contract-engines §2: "an inactive endpoint gets no new deliveries": nor a ping or a redelivery asked for. */
+function assertActive(endpoint: { active: boolean }): void {
+  if (!endpoint.active) throw badRequest('the endpoint is inactive: it gets no new deliveries (PATCH active: true first)', { reason: 'ENDPOINT_INACTIVE' })
+}
+
 export async function ping(deps: Deps, v: Visibility & { id: string }): Promise<Delivery> {
   const endpoint = await endpointOr404(deps, v)
+  assertActive(endpoint)
   const createdAt = new Date()
   const row = await q.insertDelivery(deps.sql, {
     tenantId: endpoint.tenant_id,
@@ -164,6 +170,7 @@ export async function redeliver(deps: Deps, v: Visibility & { id: string; delive
   const endpoint = await endpointOr404(deps, v)
   const original = await q.selectDelivery(deps.sql, { endpointId: endpoint.id, id: v.deliveryId })
   if (!original) throw notFound('delivery')
+  assertActive(endpoint)
   const row = await q.insertDelivery(deps.sql, {
     tenantId: endpoint.tenant_id,
     endpointId: endpoint.id,
