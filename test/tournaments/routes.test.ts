@@ -91,7 +91,7 @@ t.test('game_config and prize_pool are validated on PATCH too: 400 naming the fi
   await refused({ game_config: { metric: 'bet_amount', games: 'starburst' } }, 'game_config.games')
   await refused({ game_config: { metric: 'bet_amount', providers: [] } }, 'game_config.providers')
   await refused({ game_config: { metric: 'bet_amount', categories: [7] } }, 'game_config.categories')
-  await refused({ game_config: { metric: 'bet_amount', currency: 'EURO' } }, 'game_config.currency')
+  await refused({ game_config: { metric: 'bet_amount', currency: 'EUR-O' } }, 'game_config.currency')
   await refused({ game_config: { metric: 'bet_amount', min_bet: -1 } }, 'game_config.min_bet')
   await refused({ prize_pool: { prizes: 'all' } }, 'prize_pool.prizes')
   await refused({ prize_pool: { prizes: [{ from_rank: 0, to_rank: 1 }] } }, 'prize_pool.prizes.0.from_rank')
