@@ -60,6 +60,19 @@ const credit = (tenant: TestTenant, pid: string, currency_id: string, amount: nu
 
 // ---- Players ------------------------------------------------------------------------------------------
 
+/** The tenant's player.status_changed chain from active: the links that do not follow, and the last status. */
+async function statusChain(tenantId: string): Promise<{ broken: string[]; last: string; count: number }> {
+  let last = 'active'
+  const broken: string[] = []
+  const changes = await outbox(tenantId, 'player.status_changed')
+  for (const e of changes) {
+    if (e.data.previous_status !== last) broken.push(`${e.data.previous_status}->${e.data.status} after ${last}`)
+    if (e.data.status === e.data.previous_status) broken.push(`no-op ${e.data.status}`)
+    last = e.data.status
+  }
+  return { broken, last, count: changes.length }
+}
+
 t.test('POST /players x20 with one external_id: all 201, one player, one player.created, each player.updated a real change', async (t) => {
   const tenant = await h.createTenant()
   const emails = Array.from({ length: 20 }, (_, i) => `race${i % 6}@example.com`)
@@ -92,19 +105,12 @@ t.test('PATCH status x24 on one player: all 200, status_changed events chain (ea
   const cycle = ['suspended', 'active', 'self_excluded', 'closed', 'active', 'suspended']
   const rs = await Promise.all(Array.from({ length: 24 }, (_, i) => h.request('PATCH', `/players/${p.id}`, { key: tenant.key, body: { status: cycle[i % cycle.length] } })))
   onlyStatuses(t, rs, [200], 'patches')
-  const changes = await outbox(tenant.id, 'player.status_changed')
-  let before = 'active'
-  const broken: string[] = []
-  for (const e of changes) {
-    if (e.data.previous_status !== before) broken.push(`${e.data.previous_status}->${e.data.status} after ${before}`)
-    if (e.data.status === e.data.previous_status) broken.push(`no-op ${e.data.status}`)
-    before = e.data.status
-  }
+  const { broken, last: before, count: changed } = await statusChain(tenant.id)
   t.same(broken, [], 'each status_changed follows the one before and is a real change')
   const got = await must(h.request('GET', `/players/${p.id}`, { key: tenant.key }), 200)
   t.equal(got.data.status, before, 'the stored status is the last event\'s')
   const updates = (await outbox(tenant.id, 'player.updated')).filter((e) => (e.data.changed as string[]).includes('status'))
-  t.equal(updates.length, changes.length, 'one player.updated naming status per status_changed')
+  t.equal(updates.length, changed, 'one player.updated naming status per status_changed')
 })
 
 t.test('PATCH metadata x30, each a different key: all kept (shallow merge, no lost update)', async (t) => {
@@ -149,14 +155,7 @@ t.test('status changes by PATCH and by status_change events at once: the status_
   }))
   onlyStatuses(t, rs, [200], 'writes')
   await h.app.ctx.stream?.idle()
-  const changes = await outbox(tenant.id, 'player.status_changed')
-  let before = 'active'
-  const broken: string[] = []
-  for (const e of changes) {
-    if (e.data.previous_status !== before) broken.push(`${e.data.previous_status}->${e.data.status} after ${before}`)
-    if (e.data.status === e.data.previous_status) broken.push(`no-op ${e.data.status}`)
-    before = e.data.status
-  }
+  const { broken, last: before } = await statusChain(tenant.id)
   t.same(broken, [], 'docs/webhooks.md: each status_changed carries the status it left')
   const got = await must(h.request('GET', `/players/${p.id}`, { key: tenant.key }), 200)
   t.equal(got.data.status, before, "the stored status is the last status_changed's")
