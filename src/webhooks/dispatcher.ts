@@ -103,18 +103,23 @@ export function startWebhookService(ctx: AppContext): BackgroundService {
       await outcomes.add(failedWithoutRequest(row, lease, `signing secret unavailable: ${err.message}`))
       return
     }
-    if (!endpoint) return // deleted: its deliveries went with it
-    if (!endpoint.active) {
+    const postponeWhileInactive = async () => {
       // Unless the endpoint was resumed meanwhile (the copy here may be up to a second old).
       if (!(await q.postponeWhileInactive(sql, row.id, lease.owner, INACTIVE_RECHECK_MS))) {
         endpoints.forget(row.endpoint_id)
         dispatch.wake()
       }
-      return
     }
+    if (!endpoint) return // deleted: its deliveries went with it
+    if (!endpoint.active) return postponeWhileInactive()
     // Lease enough for the whole attempt (its timeout and a margin); the loop keeps it while the attempt
     // is in flight, so no other claim POSTs the same delivery meanwhile.
     if (!(await confirmLease(sql, QUEUE, row.id, lease, config.webhookTimeoutMs + 2000))) return
+    // Read again right before signing (a cache hit unless the endpoint changed meanwhile): a PATCH answered
+    // while the lease was being confirmed holds for this request (its secret, its URL, its deactivation).
+    endpoint = await endpoints.get(row.endpoint_id).catch(() => endpoint)
+    if (!endpoint) return
+    if (!endpoint.active) return postponeWhileInactive()
     const n = row.attempt_count + 1
     const at = new Date()
     let responseCode: number | null = null

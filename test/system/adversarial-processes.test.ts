@@ -134,8 +134,10 @@ if (!process.env.DATABASE_URL || !process.env.REDIS_URL) {
     t.equal(phase3.length, 0, `nothing sent once inactive (${phase3.length} sent, ${fromB(phase3)} by B)`)
     streaming = false
     await pinger
-    const [row] = await sql<{ n: number }[]>`select count(*)::int as n from webhook_deliveries where endpoint_id = ${id} and status = 'pending'`
-    t.ok((row?.n ?? 0) > 0, 'the pings made while inactive wait, pending')
+    // An inactive endpoint takes no new delivery, a ping included (contract: 400 ENDPOINT_INACTIVE), in B too.
+    const refused = await B('POST', `/webhooks/${id}/ping`, tenant.key)
+    t.equal(refused.status, 400, 'B refuses a ping for the inactive endpoint')
+    t.equal(refused.body?.details?.reason, 'ENDPOINT_INACTIVE', JSON.stringify(refused.body))
   })
 
   // ───────────────────────────── ingestion budgets and dedupe ─────────────────────────────
