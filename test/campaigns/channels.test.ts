@@ -12,6 +12,8 @@ import { campaign, createCampaign, move, must, segment, sent, template, until } 
 /** Every message the server accepted, with its envelope recipients. */
 const mails: { rcpt: string[]; mail: ParsedMail }[] = []
 const smtp = new SMTPServer({
+  // The dispatcher's pooled connections stay open: close() would wait its default 30 s for them.
+  closeTimeout: 100,
   disabledCommands: ['STARTTLS'],
   onAuth(auth, _session, cb) {
     if (auth.username === 'mailer' && auth.password === 'camp-pw') return cb(null, { user: 'mailer' })

@@ -42,7 +42,8 @@ t.test('kill -9 mid-stream: mission progress and tournament scores count every e
   const counter = await must(server.origin, '/gamification/missions', { name: 'Deposits', type: 'one_time', rules: { event_type: 'deposit', target: 1e9 } })
   const tournament = await must(server.origin, '/tournaments', { name: 'Race', status: 'active', game_config: { metric: 'bet_count' } })
   const players = 100
-  const batches = Array.from({ length: 200 }, (_, b) => ({
+  // The kill lands after 30 acknowledged batches; the rest (60) are re-sent after the restart.
+  const batches = Array.from({ length: 90 }, (_, b) => ({
     events: Array.from({ length: 25 }, (_, i) => ({
       player_id: `p${(b * 25 + i) % players}`,
       event_type: i % 5 === 0 ? 'deposit' : 'bet',
@@ -151,7 +152,7 @@ t.test('kill -9 mid-stream: mission progress and tournament scores count every e
   // A tournament whose end passes while its process is dead.
   const lp = await must(server.origin, '/gamification/currencies', { name: 'LP', symbol: 'LP', type: 'virtual' })
   const sprint = await must(server.origin, '/tournaments', {
-    name: 'Sprint', status: 'active', game_config: { metric: 'bet_amount' }, ends_at: new Date(Date.now() + 8000).toISOString(),
+    name: 'Sprint', status: 'active', game_config: { metric: 'bet_amount' }, ends_at: new Date(Date.now() + 4000).toISOString(),
     prize_pool: { prizes: [{ from_rank: 1, to_rank: 3, points: [{ currency_id: lp.id, amount: 10 }] }] },
   })
   second?.proc.kill('SIGKILL')

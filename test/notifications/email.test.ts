@@ -13,6 +13,8 @@ const h = await startHarness(t, { env: { WEBHOOK_ALLOW_PRIVATE: 'true', DELIVERY
 const mails: ParsedMail[] = []
 const rcptCalls = new Map<string, number>()
 const smtp = new SMTPServer({
+  // The dispatcher's pooled connections stay open: close() would wait its default 30 s for them.
+  closeTimeout: 100,
   disabledCommands: ['STARTTLS'],
   authOptional: false,
   onAuth(auth, _session, cb) {
