@@ -3,7 +3,8 @@
 // process delivered it. With a PostgreSQL server the delivering transaction NOTIFYs (so only committed
 // messages are announced) and every process's listener publishes to its own sockets; embedded PGlite is
 // one process, so the dispatcher publishes locally after the commit.
-import type { Server as NodeHttpServer } from 'node:http'
+import { ServerResponse, type IncomingMessage, type Server as NodeHttpServer } from 'node:http'
+import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import postgres from 'postgres'
 import type { TemplatedApp, WebSocket } from 'uWebSockets.js'
@@ -50,7 +51,6 @@ const INBOX_PATH = `${API_PREFIX}/inbox/ws`
 /** A node socket that missed a ping for this long is closed (uWS's idleTimeout does the same there). */
 const NODE_PING_MS = 30_000
 
-/** Answers an upgrade request that will not become a WebSocket, then closes the connection. */
 /** A refused upgrade, answered like every error of the API: the spec's body, a request id, Retry-After on 503. */
 interface Refusal { status: string; code: string; error: string; requestId: string }
 
@@ -63,6 +63,29 @@ function refuseUpgrade(socket: Duplex, r: Refusal): void {
   const head = `HTTP/1.1 ${r.status}\r\nconnection: close\r\ncontent-type: application/json\r\nx-request-id: ${r.requestId}\r\n` +
     `${after ? `retry-after: ${after}\r\n` : ''}content-length: ${Buffer.byteLength(body)}\r\n\r\n`
   socket.end(head + body)
+}
+
+/**
+ * node:http hands every request carrying `Connection: Upgrade` to the 'upgrade' listeners once there is
+ * one (ours, for the inbox socket). An upgrade to anything else is ignored, as RFC 9110 §7.8 lets a
+ * server do (curl --http2 asks for h2c on every http:// URL): the request is served by the server's
+ * ordinary handler, on a connection that closes after the answer (node stopped parsing HTTP on it). A
+ * request with a body is refused instead: the body was left unparsed on the socket.
+ */
+function serveIgnoringUpgrade(server: NodeHttpServer, req: IncomingMessage, socket: Duplex, requestId: string): void {
+  const declaresBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0
+  if (declaresBody) {
+    return refuseUpgrade(socket, { status: '400 Bad Request', code: 'BAD_REQUEST', error: `upgrade to ${req.headers.upgrade} is not supported`, requestId })
+  }
+  const res = new ServerResponse(req)
+  res.shouldKeepAlive = false
+  res.assignSocket(socket as Socket)
+  res.on('finish', () => {
+    res.detachSocket(socket as Socket)
+    socket.end()
+  })
+  if (!req.complete) req.push(null) // no body: a route reading one sees it end at once
+  server.emit('request', req, res)
 }
 
 const UNAUTHORIZED = { status: '401 Unauthorized', code: 'UNAUTHORIZED', error: 'invalid or expired inbox token' }
@@ -195,7 +218,7 @@ export async function createInboxHub(ctx: Pick<AppContext, 'config' | 'sql' | 'p
           // A target no URL parser takes (`//host:99999/`): thrown here it would end the process.
           return refuseUpgrade(socket, { status: '400 Bad Request', code: 'BAD_REQUEST', error: 'malformed request target', requestId })
         }
-        if (url.pathname !== INBOX_PATH) return refuseUpgrade(socket, { status: '404 Not Found', code: 'NOT_FOUND', error: 'not found', requestId })
+        if (url.pathname !== INBOX_PATH) return serveIgnoringUpgrade(server, req, socket, requestId)
         playerOfInboxToken(ctx, url.searchParams.get('token') ?? '').then(
           (playerId) => {
             if (socket.destroyed) return

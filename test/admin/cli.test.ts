@@ -4,12 +4,14 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
-import { isolateDatabase, startHarness } from '../helpers/harness.ts'
+import { isolateDatabase, seedEmbeddedPostgres, startHarness } from '../helpers/harness.ts'
 import { probeRoutes } from '../helpers/probe-routes.ts'
 
 await isolateDatabase() // the CLI and the server below share this file's own database
 const dataDir = mkdtempSync(join(tmpdir(), 'respin-cli-'))
 t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
+// Embedded: the migrated PGlite template, as a harness's directory gets (a first initdb is seconds).
+if (!process.env.DATABASE_URL) await seedEmbeddedPostgres(dataDir)
 const cli = (...args: string[]) =>
   JSON.parse(
     execFileSync(process.execPath, ['--import', './src/ts-loader.mjs', 'src/admin/cli.ts', ...args], {

@@ -8,12 +8,12 @@ const zones = ['UTC', 'Europe/Berlin', 'America/St_Johns', 'Asia/Kathmandu', 'Au
 
 t.test('same answers as the uncached computation, around DST changes and at random', async (t) => {
   const instants: number[] = []
-  // Every 7 minutes across the weeks of the 2026 DST changes of the northern and southern zones above...
+  // Every 13 minutes across the weeks of the 2026 DST changes of the northern and southern zones above...
   for (const [from, to] of [['2026-03-06', '2026-03-16'], ['2026-03-27', '2026-04-07'], ['2026-09-24', '2026-10-08'], ['2026-10-23', '2026-11-03']]) {
-    for (let x = Date.parse(from as string); x < Date.parse(to as string); x += 7 * 60_000) instants.push(x)
+    for (let x = Date.parse(from as string); x < Date.parse(to as string); x += 13 * 60_000) instants.push(x)
   }
   // ...and at random over two years, shuffled in with them (out of order: hits and misses mixed).
-  for (let i = 0; i < 3000; i++) instants.push(Date.parse('2025-06-01') + Math.floor(Math.random() * 2 * 365 * 86_400_000))
+  for (let i = 0; i < 1500; i++) instants.push(Date.parse('2025-06-01') + Math.floor(Math.random() * 2 * 365 * 86_400_000))
   for (let i = instants.length - 1; i > 0; i--) {
     const j = Math.floor(Math.random() * (i + 1))
     ;[instants[i], instants[j]] = [instants[j] as number, instants[i] as number]

@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { isolateDatabase, seedEmbeddedPostgres } from './harness.ts'
+import { isolateDatabase, seedEmbeddedClickHouse, seedEmbeddedPostgres } from './harness.ts'
 import { reapOnExit } from './reap.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
@@ -20,13 +20,14 @@ export interface Child {
 
 /**
  * Runs `node --import ./src/ts-loader.mjs src/main.ts` (what `npm start` runs) with the given env; resolves
- * once it listens. An embedded server's new DATA_DIR gets the migrated PGlite template (harness.ts), as a
+ * once it listens. An embedded server's new DATA_DIR gets the migrated PGlite and chDB templates (harness.ts), as a
  * harness does: a first start from nothing is test/system/lifecycle.test.ts's and CI's smoke test's.
  */
 export async function spawnServer(env: Record<string, string | undefined>): Promise<Child> {
   await isolateDatabase() // the file's own database on a PostgreSQL server (harness.ts)
   const dataDir = env.DATA_DIR
   if (dataDir && !(env.DATABASE_URL ?? process.env.DATABASE_URL) && !existsSync(join(dataDir, 'postgres'))) await seedEmbeddedPostgres(dataDir)
+  if (dataDir && !(env.CLICKHOUSE_URL ?? process.env.CLICKHOUSE_URL) && !existsSync(join(dataDir, 'clickhouse'))) seedEmbeddedClickHouse(dataDir)
   const adminKey = env.ADMIN_KEY ?? `admin-${randomBytes(12).toString('hex')}`
   const proc = spawn(process.execPath, ['--import', './src/ts-loader.mjs', 'src/main.ts'], {
     cwd: root,
@@ -72,6 +73,17 @@ export async function call(origin: string, method: string, path: string, key: st
   return { status: res.status, body: text ? JSON.parse(text) : undefined, headers: res.headers }
 }
 
+const seeding = new Map<string, Promise<void>>()
+/** Seeds a directory the file made (and nothing yet fills) once, also for CLI runs started together. */
+function seedOnce(dataDir: string): Promise<void> {
+  let done = seeding.get(dataDir)
+  if (!done) {
+    done = existsSync(dataDir) && !existsSync(join(dataDir, 'postgres')) ? seedEmbeddedPostgres(dataDir) : Promise.resolve()
+    seeding.set(dataDir, done)
+  }
+  return done
+}
+
 export interface CliResult {
   status: number | null
   stdout: string
@@ -87,7 +99,9 @@ export function runCli(dataDir: string, ...args: string[]): Promise<CliResult> {
 }
 
 /** runCli with some environment variables of its own (a bad setting, another database). */
-export function runCliWith(env: Record<string, string>, dataDir: string, ...args: string[]): Promise<CliResult> {
+export async function runCliWith(env: Record<string, string>, dataDir: string, ...args: string[]): Promise<CliResult> {
+  // A new embedded directory: the migrated template, as spawnServer gives one (initdb alone is seconds).
+  if (!(env.DATABASE_URL ?? process.env.DATABASE_URL)) await seedOnce(dataDir)
   return new Promise((resolve) => {
     const child = spawn(process.execPath, ['--import', './src/ts-loader.mjs', 'src/admin/cli.ts', ...args], {
       cwd: root,
