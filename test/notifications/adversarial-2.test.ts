@@ -41,7 +41,7 @@ async function emailTenant(extra: Record<string, unknown> = {}) {
 
 async function emailOf(tenant: TestTenant, playerId: string, address: string, payload: Record<string, unknown>, cls = 'marketing') {
   const s = await send(h, tenant, { player_id: playerId, channel: 'email', class: cls, payload })
-  const n = await waitForStatus(h, tenant, s.notification_id, ['delivered', 'failed', 'bounced', 'suppressed'], 4000)
+  const n = await waitForStatus(h, tenant, s.notification_id, ['delivered', 'failed', 'bounced', 'suppressed'])
     .catch(async () => (await h.request('GET', `/notifications/${s.notification_id}`, { key: tenant.key })).body.data)
   if (n.status !== 'delivered') return { n, mail: undefined }
   const before = mailsTo(address).length
