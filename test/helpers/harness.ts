@@ -68,7 +68,7 @@ v8.setFlagsFromString('--liftoff-only')
  * Migrations, as a hash: a template holds the schema of exactly these sql/ files (a changed or added file
  * makes a new template).
  */
-function schemaKey(folder = 'sql'): string {
+function schemaKey(folder: 'sql' | 'clickhouse'): string {
   const dir = new URL(`../../${folder}/`, import.meta.url)
   const hash = createHash('sha256')
   for (const name of readdirSync(dir).sort()) hash.update(`${name}\0`).update(readFileSync(new URL(name, dir)))
@@ -76,27 +76,44 @@ function schemaKey(folder = 'sql'): string {
 }
 
 /**
- * A fresh PGlite directory costs seconds of initdb and ~1.4 s of migrations; every test file would pay
- * them. Copy an initialised, migrated one instead (made once per PGlite version and schema; the app's
- * migrate then finds every file applied).
+ * A store's directory migrated once per package version and schema (in the OS temp dir), copied into each
+ * test's data directory. `build` fills `building/<store>`; the rename makes it the template atomically (a
+ * concurrent test file either wins or finds it done).
  */
-export async function seedEmbeddedPostgres(dataDir: string): Promise<void> {
-  const manifest = new URL('../../node_modules/@electric-sql/pglite/package.json', import.meta.url)
-  const { version } = JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }
-  const template = join(tmpdir(), `respin-pglite-template-${version}-${schemaKey()}`)
+async function seedFromTemplate(
+  store: 'postgres' | 'clickhouse',
+  o: { packageJson: string; schema: 'sql' | 'clickhouse'; dataDir: string; build(building: string): unknown; skip?: (path: string) => boolean },
+): Promise<void> {
+  const { version } = JSON.parse(readFileSync(new URL(`../../node_modules/${o.packageJson}`, import.meta.url), 'utf8')) as { version: string }
+  const template = join(tmpdir(), `respin-${store === 'postgres' ? 'pglite' : 'chdb'}-template-${version}-${schemaKey(o.schema)}`)
   if (!existsSync(template)) {
     const building = mkdtempSync(`${template}.${process.pid}.`)
-    const pg = await openPostgres({ databaseUrl: undefined, dataDir: building }, createLogger('silent'))
-    await migratePostgres(pg.sql)
-    await pg.close()
+    await o.build(building)
     try {
-      renameSync(join(building, 'postgres'), template) // atomic: a concurrent test file either wins or finds it done
+      renameSync(join(building, store), template)
     } catch {
       // another file's template won
     }
     rmSync(building, { recursive: true, force: true })
   }
-  cpSync(template, join(dataDir, 'postgres'), { recursive: true })
+  cpSync(template, join(o.dataDir, store), { recursive: true, filter: o.skip && ((path) => !o.skip!(path)) })
+}
+
+/**
+ * A fresh PGlite directory costs seconds of initdb and ~1.4 s of migrations; every test file would pay
+ * them. Copy an initialised, migrated one instead (the app's migrate then finds every file applied).
+ */
+export function seedEmbeddedPostgres(dataDir: string): Promise<void> {
+  return seedFromTemplate('postgres', {
+    packageJson: '@electric-sql/pglite/package.json',
+    schema: 'sql',
+    dataDir,
+    async build(building) {
+      const pg = await openPostgres({ databaseUrl: undefined, dataDir: building }, createLogger('silent'))
+      await migratePostgres(pg.sql)
+      await pg.close()
+    },
+  })
 }
 
 /**
@@ -104,25 +121,20 @@ export async function seedEmbeddedPostgres(dataDir: string): Promise<void> {
  * built by a child process (chDB opens one data directory per process); a copy leaves out the instance
  * id, which must be each directory's own (src/db/clickhouse.ts, instanceId).
  */
-export function seedEmbeddedClickHouse(dataDir: string): void {
-  const manifest = new URL('../../node_modules/chdb/package.json', import.meta.url)
-  const { version } = JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }
-  const template = join(tmpdir(), `respin-chdb-template-${version}-${schemaKey('clickhouse')}`)
-  if (!existsSync(template)) {
-    const building = mkdtempSync(`${template}.${process.pid}.`)
-    const built = spawnSync(process.execPath, ['--import=./src/ts-loader.mjs', 'test/helpers/build-chdb-template.ts', building], {
-      cwd: new URL('../../', import.meta.url),
-      stdio: 'inherit',
-    })
-    if (built.status !== 0) throw new Error(`building the ClickHouse template failed (${built.status ?? built.signal})`)
-    try {
-      renameSync(join(building, 'clickhouse'), template) // atomic, as for PostgreSQL's
-    } catch {
-      // another file's template won
-    }
-    rmSync(building, { recursive: true, force: true })
-  }
-  cpSync(template, join(dataDir, 'clickhouse'), { recursive: true, filter: (source) => !source.endsWith('respin-instance-id') })
+export function seedEmbeddedClickHouse(dataDir: string): Promise<void> {
+  return seedFromTemplate('clickhouse', {
+    packageJson: 'chdb/package.json',
+    schema: 'clickhouse',
+    dataDir,
+    build(building) {
+      const built = spawnSync(process.execPath, ['--import=./src/ts-loader.mjs', 'test/helpers/build-chdb-template.ts', building], {
+        cwd: new URL('../../', import.meta.url),
+        stdio: 'inherit',
+      })
+      if (built.status !== 0) throw new Error(`building the ClickHouse template failed (${built.status ?? built.signal})`)
+    },
+    skip: (path) => path.endsWith('respin-instance-id'),
+  })
 }
 
 /**
@@ -131,7 +143,7 @@ export function seedEmbeddedClickHouse(dataDir: string): void {
  * connected to after, as a template must be.
  */
 async function templateDatabase(admin: postgres.Sql, shared: string): Promise<string> {
-  const name = `respin_tpl_${schemaKey()}`
+  const name = `respin_tpl_${schemaKey('sql')}`
   const ready = async () => (await admin`select 1 from pg_database where datname = ${name} and datistemplate`).length > 0
   if (await ready()) return name
   await admin`select pg_advisory_lock(7465763)` // admin has one connection: the lock and its unlock share it
@@ -194,7 +206,7 @@ export async function startHarness(
   await isolateDatabase()
   const dataDir = mkdtempSync(join(tmpdir(), 'respin-test-'))
   if (!process.env.DATABASE_URL && !opts.env?.DATABASE_URL) await seedEmbeddedPostgres(dataDir)
-  if (!process.env.CLICKHOUSE_URL && !opts.env?.CLICKHOUSE_URL) seedEmbeddedClickHouse(dataDir)
+  if (!process.env.CLICKHOUSE_URL && !opts.env?.CLICKHOUSE_URL) await seedEmbeddedClickHouse(dataDir)
   const adminKey = `admin-${randomBytes(16).toString('hex')}`
   const config = loadConfig({
     ...process.env,

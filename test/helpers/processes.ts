@@ -26,8 +26,7 @@ export interface Child {
 export async function spawnServer(env: Record<string, string | undefined>): Promise<Child> {
   await isolateDatabase() // the file's own database on a PostgreSQL server (harness.ts)
   const dataDir = env.DATA_DIR
-  if (dataDir && !(env.DATABASE_URL ?? process.env.DATABASE_URL) && !existsSync(join(dataDir, 'postgres'))) await seedEmbeddedPostgres(dataDir)
-  if (dataDir && !(env.CLICKHOUSE_URL ?? process.env.CLICKHOUSE_URL) && !existsSync(join(dataDir, 'clickhouse'))) seedEmbeddedClickHouse(dataDir)
+  if (dataDir) await seedOnce(dataDir, env, { clickhouse: true })
   const adminKey = env.ADMIN_KEY ?? `admin-${randomBytes(12).toString('hex')}`
   const proc = spawn(process.execPath, ['--import', './src/ts-loader.mjs', 'src/main.ts'], {
     cwd: root,
@@ -74,12 +73,21 @@ export async function call(origin: string, method: string, path: string, key: st
 }
 
 const seeding = new Map<string, Promise<void>>()
-/** Seeds a directory the file made (and nothing yet fills) once, also for CLI runs started together. */
-function seedOnce(dataDir: string): Promise<void> {
-  let done = seeding.get(dataDir)
+/**
+ * Gives a directory the file made the migrated templates of its embedded stores (the ones `env` does
+ * not point at a server), once per directory, also for CLI runs started together. A directory a store
+ * already fills (a restart on the same one) is left as it is.
+ */
+function seedOnce(dataDir: string, env: Record<string, string | undefined>, o: { clickhouse: boolean }): Promise<void> {
+  const key = `${dataDir}\0${o.clickhouse}`
+  let done = seeding.get(key)
   if (!done) {
-    done = existsSync(dataDir) && !existsSync(join(dataDir, 'postgres')) ? seedEmbeddedPostgres(dataDir) : Promise.resolve()
-    seeding.set(dataDir, done)
+    done = (async () => {
+      if (!existsSync(dataDir)) return
+      if (!(env.DATABASE_URL ?? process.env.DATABASE_URL) && !existsSync(join(dataDir, 'postgres'))) await seedEmbeddedPostgres(dataDir)
+      if (o.clickhouse && !(env.CLICKHOUSE_URL ?? process.env.CLICKHOUSE_URL) && !existsSync(join(dataDir, 'clickhouse'))) await seedEmbeddedClickHouse(dataDir)
+    })()
+    seeding.set(key, done)
   }
   return done
 }
@@ -101,7 +109,7 @@ export function runCli(dataDir: string, ...args: string[]): Promise<CliResult> {
 /** runCli with some environment variables of its own (a bad setting, another database). */
 export async function runCliWith(env: Record<string, string>, dataDir: string, ...args: string[]): Promise<CliResult> {
   // A new embedded directory: the migrated template, as spawnServer gives one (initdb alone is seconds).
-  if (!(env.DATABASE_URL ?? process.env.DATABASE_URL)) await seedOnce(dataDir)
+  await seedOnce(dataDir, env, { clickhouse: false })
   return new Promise((resolve) => {
     const child = spawn(process.execPath, ['--import', './src/ts-loader.mjs', 'src/admin/cli.ts', ...args], {
       cwd: root,
