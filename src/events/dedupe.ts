@@ -33,6 +33,12 @@ export interface Claim {
   commit(): Promise<void>
   /** After a failed write: the claimed ids are free again. */
   release(): Promise<void>
+  /**
+   * After a write whose outcome is unknown (the connection died while its COMMIT may have been on its
+   * way, and asking afterwards failed too): the ids are neither stored nor free. A later claim of them
+   * verifies them against the store of record, after the whole spool is flushed there.
+   */
+  unsettled(): void
 }
 
 export interface Dedupe {
@@ -257,6 +263,9 @@ export function createDedupe(deps: { redis: Redis | undefined; ch: ClickHouse; l
         }
       },
       release: () => releaseKeys(claimedKeys, token),
+      // Left pending under our token: a retry waits for them, and once they are older than
+      // PENDING_STALE_MS verifies them against ClickHouse after flushing the whole spool (above).
+      unsettled: () => {},
     }
   }
 
@@ -297,7 +306,7 @@ export function createDedupe(deps: { redis: Redis | undefined; ch: ClickHouse; l
 
   return {
     async claim(entries) {
-      if (entries.length === 0) return { duplicate: [], commit: async () => {}, release: async () => {} }
+      if (entries.length === 0) return { duplicate: [], commit: async () => {}, release: async () => {}, unsettled: () => {} }
       try {
         if (degradedSince) await endOutage()
         return await claimRedis(entries)
@@ -330,6 +339,8 @@ export function createDedupe(deps: { redis: Redis | undefined; ch: ClickHouse; l
 /** The in-process window: ids this process stored, plus ClickHouse for the rest. */
 function createLocalWindow(ch: ClickHouse, beforeVerify: BeforeVerify) {
   const stored = new Map<string, number>()
+  /** Ids of writes with an unknown outcome (Claim.unsettled): verified, after a full flush, when claimed again. */
+  const unsettled = new Set<string>()
   let evicted = false
   /** Brands that had events in ClickHouse before this process first wrote to them. */
   const history = new Map<string, Promise<boolean>>()
@@ -377,20 +388,25 @@ function createLocalWindow(ch: ClickHouse, beforeVerify: BeforeVerify) {
       const brands = new Map(unknown.map((i) => [(entries[i] as DedupeEntry).brandId, (entries[i] as DedupeEntry).tenantId]))
       const needs = new Set<string>()
       for (const [b, tenantId] of brands) if (redisDown || evicted || (await hasHistory(tenantId, b))) needs.add(b)
-      const toVerify = unknown.filter((i) => needs.has((entries[i] as DedupeEntry).brandId))
+      const mine = unknown.filter((i) => unsettled.has(idOf(entries[i] as DedupeEntry)))
+      const toVerify = unknown.filter((i) => needs.has((entries[i] as DedupeEntry).brandId) || mine.includes(i))
       // Without Redis our own spooled events are in `stored`, other processes' may still be in the spool.
-      // With Redis down, ours from before the outage may be there too.
-      if (toVerify.length) await beforeVerify(redisDown ? 'all' : 'others')
+      // With Redis down, ours from before the outage may be there too, and so may an unsettled write's.
+      if (toVerify.length) await beforeVerify(redisDown || mine.length ? 'all' : 'others')
       const found = await verifyAgainstStore(ch, toVerify.map((i) => entries[i] as DedupeEntry))
       toVerify.forEach((i, n) => {
         if (found[n]) duplicate[i] = true
       })
+      for (const i of mine) unsettled.delete(idOf(entries[i] as DedupeEntry))
     }
     const claimed = entries.filter((_, i) => !duplicate[i])
     return {
       duplicate,
       commit: async () => remember(claimed),
       release: async () => {},
+      unsettled: () => {
+        for (const e of claimed) unsettled.add(idOf(e))
+      },
     }
   }
 

@@ -322,14 +322,20 @@ export function createPipeline(deps: {
       // A connection lost while the COMMIT was on its way leaves the outcome unknown: before writing the
       // group again, its commit marker (sql/0110) says whether the first try committed after all.
       const groupKey = randomUUID()
+      const committed = async () => (await sql<{ batch: string | null }[]>`select batch::text from ingest_commits where group_key = ${groupKey}`)[0]
+      // A try failed and nothing has told since whether its COMMIT went through.
+      let uncertain = false
       await withRetries(log, async (attempt) => {
         if (attempt > 1) {
-          const [done] = await sql<{ batch: string | null }[]>`select batch::text from ingest_commits where group_key = ${groupKey}`
+          const done = await committed()
           if (done) {
             batch = done.batch ?? undefined
+            uncertain = false
             return
           }
+          uncertain = false
         }
+        uncertain = true
         await pipelinedTransaction(sql, async (tx) => {
           // Statements go out in call order: the stream rows find the players the profile writer upserted,
           // and the marker the spool batch claimed just before it.
@@ -346,6 +352,15 @@ export function createPipeline(deps: {
           profiles.forget(result.players)
           throw err
         })
+        uncertain = false
+      }).catch(async (err: unknown) => {
+        if (!uncertain) throw err
+        // The last try's COMMIT may have gone through: ask again (its connection is gone, others may follow)
+        // before the ids are released for a retry to write the group a second time.
+        const done = await settle(committed)
+        if (done === null) throw err
+        if (done === undefined) throw new OutcomeUnknown(err)
+        batch = done.batch ?? undefined
       })
       durable = true
       if (stream && result.stream.consumers.length) stream.wake(result.stream.consumers)
@@ -363,6 +378,12 @@ export function createPipeline(deps: {
         log.debug({ tenants, requests: items.length, events: toStore, dedupeMs: ms(t0, t1), transformMs: ms(t1, t2), postgresMs: ms(t2, t3), clickhouseMs: ms(t3, performance.now()) }, 'ingest group written')
       }
     } catch (err) {
+      if (err instanceof OutcomeUnknown) {
+        // Neither stored nor free: the ids stay claimed, and a retry verifies them against ClickHouse.
+        claim.unsettled()
+        log.error({ err: err.failure, tenants }, 'ingest: write outcome unknown (the connection died around its COMMIT); a retry is verified against the store')
+        throw unavailable('event store unavailable; retry shortly')
+      }
       if (!durable) {
         await claim.release()
         if (err instanceof AppError) throw err
@@ -385,6 +406,28 @@ export function createPipeline(deps: {
 }
 
 const ms = (a: number, b: number) => Math.round((b - a) * 10) / 10
+
+/** A group write whose COMMIT may or may not have happened, and asking failed too. */
+class OutcomeUnknown extends Error {
+  readonly failure: unknown
+  constructor(failure: unknown) {
+    super('ingest group: outcome of the commit unknown')
+    this.failure = failure
+  }
+}
+
+/** The commit marker, asked a few times over ~3 s: the row, null when not committed, undefined if it cannot tell. */
+async function settle<T>(ask: () => Promise<T | undefined>): Promise<T | null | undefined> {
+  for (const wait of [0, 100, 200, 400, 800, 1600]) {
+    if (wait) await new Promise((r) => setTimeout(r, wait))
+    try {
+      return (await ask()) ?? null
+    } catch {
+      // the connection failed again: wait and ask again
+    }
+  }
+  return undefined
+}
 
 /** PostgreSQL serialization failures and dropped connections are worth a second try. */
 async function withRetries<T>(log: Logger, fn: (attempt: number) => Promise<T>): Promise<T> {

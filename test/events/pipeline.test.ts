@@ -48,6 +48,7 @@ function fakes(opts: { insertMs?: number; failInserts?: number } = {}) {
         duplicate: entries.map(() => false),
         commit: async () => void committed.push(entries.length),
         release: async () => void released.push(entries.length),
+        unsettled: () => {},
       }
     },
     stop: async () => {},
