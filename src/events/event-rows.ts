@@ -36,7 +36,19 @@ export const EVENT_COLUMNS = [
   ['channel', 'LowCardinality(String)'],
   ['granted', 'Nullable(UInt8)'],
   ['raw', 'String'],
+  ['extra_fields', 'String'],
 ] as const
+
+/**
+ * The spool keeps each row's layout (event_spool.layout, sql/0290): which column list its bytes follow.
+ * Layout 1 is the list before `extra_fields` (clickhouse/0016): rows spooled by an earlier version are
+ * inserted naming those columns (ClickHouse fills in the default). New rows are always EVENT_LAYOUT.
+ */
+export const EVENT_LAYOUT = 2
+export type EventColumns = readonly (readonly [string, string])[]
+export function eventColumns(layout: number): EventColumns {
+  return layout === 1 ? EVENT_COLUMNS.slice(0, -1) : EVENT_COLUMNS
+}
 
 const TWO_32 = 4294967296
 
@@ -142,7 +154,7 @@ export class RowBinaryWriter {
   }
 }
 
-/** Rows that do not parse as EVENT_COLUMNS: refused for their bytes, like ClickHouse's data errors. */
+/** Rows that do not parse as their columns: refused for their bytes, like ClickHouse's data errors. */
 export class MalformedRows extends Error {
   readonly dataRefusal = true
 }
@@ -151,18 +163,18 @@ export class MalformedRows extends Error {
 const SEQ_INDEX = EVENT_COLUMNS.findIndex(([name]) => name === 'seq')
 
 /**
- * Numbers RowBinary rows (EVENT_COLUMNS) in place: row i gets seq = first + i. The spool assigns the
+ * Numbers RowBinary rows (`columns`, the layout's) in place: row i gets seq = first + i. The spool assigns the
  * export order when it moves rows to ClickHouse (docs/analytics.md, "Insertion order"), after the worker
  * encoded them, so this walks each row (LEB128 string lengths, fixed widths) to reach its seq. Returns
  * the number of rows.
  */
-export function setSeqs(rows: Uint8Array, first: number): number {
+export function setSeqs(rows: Uint8Array, first: number, columns: EventColumns = EVENT_COLUMNS): number {
   const buf = Buffer.from(rows.buffer, rows.byteOffset, rows.byteLength)
   let at = 0
   let n = 0
   while (at < buf.length) {
-    for (let c = 0; c < EVENT_COLUMNS.length; c++) {
-      const type = (EVENT_COLUMNS[c] as readonly [string, string])[1]
+    for (let c = 0; c < columns.length; c++) {
+      const type = (columns[c] as readonly [string, string])[1]
       if (at > buf.length) throw new MalformedRows('setSeqs: a row runs past the end of the rows')
       if (c === SEQ_INDEX) {
         if (at + 8 > buf.length) throw new MalformedRows('setSeqs: a row runs past the end of the rows')

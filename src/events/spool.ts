@@ -29,7 +29,7 @@ import type { ReservedSql, TransactionSql } from 'postgres'
 import { type ClickHouse, isDataRefusal } from '../db/clickhouse.ts'
 import type { Sql } from '../db/postgres.ts'
 import type { Logger } from '../lib/log.ts'
-import { EVENT_COLUMNS, setSeqs } from './event-rows.ts'
+import { EVENT_COLUMNS, EVENT_LAYOUT, eventColumns, setSeqs } from './event-rows.ts'
 
 /** How a spool row's bytes hold its events: RowBinary, or RowBinary raw-deflated (sql/0017). */
 export type SpoolEncoding = 'rowbinary' | 'rowbinary-deflate'
@@ -53,6 +53,14 @@ export interface Spool {
    * finish. Resolves once they are in; rejects if ClickHouse fails.
    */
   flush(scope?: 'all' | 'others'): Promise<void>
+  /**
+   * Runs `fn` with event inserts into this ClickHouse held: none in flight, none starting until `fn` ends.
+   * `fn` gets the export counter: ClickHouse then holds exactly the events below it, and every event
+   * inserted later gets a seq at or above it (an erasure's rollup rebuild, src/players/data-rights.ts).
+   * This process's inserts wait in memory; on a ClickHouse server, other processes' wait on the counter's
+   * row (holdEventInserts). Holds run one at a time.
+   */
+  hold<T>(fn: (below: number) => Promise<T>): Promise<T>
   /** Events spooled and not yet in ClickHouse, as of the last flush cycle plus what was appended since. */
   backlog(): number
   /** Events set aside because ClickHouse refuses them as malformed (as of the last flush cycle). */
@@ -104,6 +112,19 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
     return counterReady
   }
 
+  // This process's inserts in flight (flush batches, insertNow) and the hold they wait for (hold()).
+  let inserting = 0
+  let holding: Promise<unknown> | undefined
+  const idleWaiters: (() => void)[] = []
+  /** Before an insert takes its seqs: waits out a hold, then counts the insert in flight until `done`. */
+  async function startInsert(): Promise<() => void> {
+    while (holding) await holding.catch(() => {})
+    inserting++
+    return () => {
+      if (--inserting === 0) for (const wake of idleWaiters.splice(0)) wake()
+    }
+  }
+
   /**
    * Gives the batch's rows that have none their seq numbers: consecutive, in spool order, from the sink's
    * counter, committed before the insert (a redo reuses them, so its token-dropped repeat changes nothing).
@@ -128,18 +149,42 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
   }
 
   async function insertBatch(batch: string): Promise<number> {
+    const done = await startInsert()
+    try {
+      return await insertBatchNow(batch)
+    } finally {
+      done()
+    }
+  }
+
+  async function insertBatchNow(batch: string): Promise<number> {
     await assignSeqs(batch)
-    const parts = await sql<{ rows: Buffer; row_count: number; encoding: SpoolEncoding; seq_base: string }[]>`
-      select rows, row_count, encoding, seq_base from event_spool where batch = ${batch} order by id`
+    const parts = await sql<{ rows: Buffer; row_count: number; encoding: SpoolEncoding; seq_base: string; layout: number }[]>`
+      select rows, row_count, encoding, seq_base, layout from event_spool where batch = ${batch} order by id`
     if (!parts.length) return 0
+    // One column list per insert. Rows of another layout (spooled by an earlier version, see EVENT_LAYOUT)
+    // get a batch of their own before anything is inserted, so that a refusal of either never makes the
+    // split below redo rows already inserted under this batch's token. Only while an upgrade drains.
+    const layout = (parts[0] as { layout: number }).layout
+    let rest: string | undefined
+    if (parts.some((p) => p.layout !== layout)) {
+      const [moved] = await sql<{ batch: string }[]>`
+        with b as (select nextval('event_spool_batch_seq') as batch)
+        update event_spool s set batch = b.batch, claimed_at = now() from b
+        where s.batch = ${batch} and s.layout <> ${layout} returning b.batch`
+      rest = moved?.batch
+    }
+    const mine = parts.filter((p) => p.layout === layout)
     // Inflated on libuv's thread pool, off the main thread.
-    const rows = await Promise.all(parts.map((p) => (p.encoding === 'rowbinary-deflate' ? inflateRaw(p.rows) : p.rows)))
-    rows.forEach((r, i) => setSeqs(r, Number((parts[i] as { seq_base: string }).seq_base)))
+    const rows = await Promise.all(mine.map((p) => (p.encoding === 'rowbinary-deflate' ? inflateRaw(p.rows) : p.rows)))
+    const columns = eventColumns(layout)
+    rows.forEach((r, i) => setSeqs(r, Number((mine[i] as { seq_base: string }).seq_base), columns))
     const payload = rows.length === 1 ? (rows[0] as Buffer) : Buffer.concat(rows)
-    await ch.insertRowBinary('events', EVENT_COLUMNS, payload, { dedupeToken: `respin-spool-${batch}` })
+    await ch.insertRowBinary('events', columns, payload, { dedupeToken: `respin-spool-${batch}` })
     await sql`delete from event_spool where batch = ${batch}`
-    movedSinceVacuum += parts.length
-    return parts.reduce((a, p) => a + p.row_count, 0)
+    movedSinceVacuum += mine.length
+    const inserted = mine.reduce((a, p) => a + p.row_count, 0)
+    return rest ? inserted + (await moveBatch(rest)) : inserted
   }
 
   // Every flushed group leaves a dead row and about its size in dead TOAST chunks (the whole spool turns
@@ -282,26 +327,50 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
       const bytes = Buffer.from(rows.buffer, rows.byteOffset, rows.byteLength)
       // Sent at once (execute): the caller may pipeline it with the COMMIT.
       const [row] = claim
-        ? await tx<{ batch: string }[]>`insert into event_spool (sink, writer, rows, row_count, encoding, batch, claimed_at)
-               values (${sink}, ${writer}, ${bytes}, ${rowCount}, ${encoding}, nextval('event_spool_batch_seq'), now())
+        ? await tx<{ batch: string }[]>`insert into event_spool (sink, writer, rows, row_count, encoding, layout, batch, claimed_at)
+               values (${sink}, ${writer}, ${bytes}, ${rowCount}, ${encoding}, ${EVENT_LAYOUT}, nextval('event_spool_batch_seq'), now())
                returning batch`.execute()
-        : await tx`insert into event_spool (sink, writer, rows, row_count, encoding)
-               values (${sink}, ${writer}, ${bytes}, ${rowCount}, ${encoding})`.execute()
+        : await tx`insert into event_spool (sink, writer, rows, row_count, encoding, layout)
+               values (${sink}, ${writer}, ${bytes}, ${rowCount}, ${encoding}, ${EVENT_LAYOUT})`.execute()
       backlogEvents += rowCount
       return row?.batch
     },
     async insertNow(batch, rows, rowCount) {
-      await assignSeqs(batch)
-      const [row] = await sql<{ seq_base: string }[]>`select seq_base from event_spool where batch = ${batch}`
-      if (!row) {
-        backlogEvents -= rowCount // a flusher redid and deleted it meanwhile
-        return
+      const done = await startInsert()
+      try {
+        await assignSeqs(batch)
+        const [row] = await sql<{ seq_base: string }[]>`select seq_base from event_spool where batch = ${batch}`
+        if (!row) {
+          backlogEvents -= rowCount // a flusher redid and deleted it meanwhile
+          return
+        }
+        setSeqs(rows, Number(row.seq_base))
+        await ch.insertRowBinary('events', EVENT_COLUMNS, rows, { dedupeToken: `respin-spool-${batch}` })
+      } finally {
+        done()
       }
-      setSeqs(rows, Number(row.seq_base))
-      await ch.insertRowBinary('events', EVENT_COLUMNS, rows, { dedupeToken: `respin-spool-${batch}` })
       backlogEvents -= rowCount
       toDelete.push(batch)
       void deleteInserted()
+    },
+    async hold(fn) {
+      while (holding) await holding.catch(() => {})
+      const run = (async () => {
+        while (inserting > 0) await new Promise<void>((resolve) => idleWaiters.push(resolve))
+        // chDB belongs to this process alone: nothing else inserts into it.
+        if (ch.kind === 'chdb') {
+          await ensureCounter()
+          const [row] = await sql<{ next: string }[]>`select next::text from export_seq where sink = ${sink}`
+          return fn(Number(row?.next ?? 1))
+        }
+        return (await sql.begin(async (tx) => fn(await holdEventInserts(tx, ch)))) as Awaited<ReturnType<typeof fn>>
+      })()
+      holding = run
+      try {
+        return await run
+      } finally {
+        if (holding === run) holding = undefined
+      }
     },
     flush,
     backlog: () => backlogEvents,
@@ -356,6 +425,33 @@ export async function exportWatermark(sql: Sql, sink: string): Promise<{ waterma
     )::text as w,
     (select epoch from export_seq where sink = ${sink})::text as e`
   return { watermark: row?.w ? Number(row.w) : 0, epoch: row?.e ?? '0' }
+}
+
+/**
+ * Inside a transaction, for Spool.hold on a ClickHouse server: no other process's event insert into it
+ * (sink) starts until the transaction ends, and every one already started has returned. Every insert takes its seqs first (assignSeqs), from the
+ * counter row locked here, so none starts; the ones already numbered are the spooled rows with a seq,
+ * waited for (inserts return in milliseconds; a dead flusher's batch is redone by the others, which need
+ * no new seq, so without the lock's holder). Returns the counter: until the commit ClickHouse holds
+ * exactly the events below it, and every event inserted later gets a seq at or above it. Throws after
+ * `timeoutMs` with numbered rows still spooled (ClickHouse down): the caller retries later.
+ */
+export async function holdEventInserts(tx: TransactionSql, ch: ClickHouse, timeoutMs = 30_000): Promise<number> {
+  const sink = ch.sinkId
+  let [counter] = await tx<{ next: string }[]>`select next::text from export_seq where sink = ${sink} for update`
+  if (!counter) {
+    // No flush ever numbered a row here (events older than the counter, or none): start it as flushes do.
+    const [row] = await ch.query<{ next: string }>('SELECT toString(max(seq) + 1) AS next FROM events')
+    await tx`insert into export_seq (sink, next) values (${sink}, ${Math.max(1, Number(row?.next ?? 1))}) on conflict (sink) do nothing`
+    ;[counter] = await tx<{ next: string }[]>`select next::text from export_seq where sink = ${sink} for update`
+  }
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const [inFlight] = await tx`select 1 from event_spool where sink = ${sink} and seq_base is not null and quarantined_at is null limit 1`
+    if (!inFlight) return Number(counter?.next ?? 1)
+    if (Date.now() > deadline) throw new Error('event inserts numbered before the hold have not returned (ClickHouse unavailable?)')
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
 }
 
 /**

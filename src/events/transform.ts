@@ -139,6 +139,19 @@ const str = (v: unknown, max = 256): string | null => {
   return s.length > max ? s.slice(0, max) : s
 }
 
+/** Canonical fields without a column of their own (clickhouse/0016): kept together in `extra_fields`. */
+const EXTRA_FIELDS = ['email', 'phone', 'name', 'timezone', 'reason'] as const
+
+/** The event's EXTRA_FIELDS as derived (mapped), as a JSON object; '' when it has none (most events). */
+function extraFields(f: Record<string, unknown>): string {
+  let out: Record<string, string> | undefined
+  for (const k of EXTRA_FIELDS) {
+    const v = str(f[k], k === 'email' ? 320 : 256)
+    if (v !== null) (out ??= {})[k] = v
+  }
+  return out ? JSON.stringify(out) : ''
+}
+
 /** Amounts beyond this (in major units) are not summed or stored in `amount` (the raw event keeps them). */
 export const MAX_AMOUNT = 1e9
 
@@ -280,6 +293,7 @@ export function transformGroup(task: TransformTask): TransformResult {
       rows.string(str(f.channel, 32) ?? '')
       rows.nullableUInt8(granted)
       rows.string(JSON.stringify(event))
+      rows.string(extraFields(f))
       rowCount++
 
       // The event stream's cheap test: one lookup unless some consumer's rule could match this type;

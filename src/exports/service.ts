@@ -113,13 +113,15 @@ const isoTime = (f: string) => `concat(replaceOne(toString(${f}), ' ', 'T'), 'Z'
 /**
  * An event's export row as JSON text, made by ClickHouse (its threads, not the event loop): empty fields
  * null, times ISO 8601 in UTC, the amount as its exact decimal (null for types without money), granted a
- * boolean, and `payload` as sent (the raw event's, minified; `{}` without one).
+ * boolean, the canonical fields kept in extra_fields, and `payload` as sent (the raw event's, minified; `{}` without one).
  */
 const ROW_JSON = `concat(substring(formatRowNoNewline('JSONEachRow', ${[
   textOrNull('event_id'), 'player_id', 'event_type', 'source_type', isoTime('event_time'), isoTime('received_at'), textOrNull('session_id'),
   `if(event_type IN (${AMOUNT_TYPES_SQL}), amount, NULL) AS amount`,
   ...['currency', 'method', 'game', 'provider', 'category', 'round_id', 'country', 'language', 'device', 'os', 'browser', 'platform', 'status', 'bonus_id', 'channel'].map(textOrNull),
   'CAST(granted = 1 AS Nullable(Bool)) AS granted',
+  // The canonical fields without a column (clickhouse/0016): null when the event has none.
+  ...['email', 'phone', 'name', 'timezone', 'reason'].map((f) => `nullIf(JSONExtractString(extra_fields, '${f}'), '') AS ${f}`),
 ].join(', ')}), 1, -1), ',"payload":', if(empty(payload_json), '{}', payload_json), '}')`
 // The raw event's payload as minified JSON text; '' when it has none (or the raw text is not JSON).
 const PAYLOAD_JSON = "JSONExtractRaw(raw, 'payload') AS payload_json"

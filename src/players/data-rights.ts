@@ -284,22 +284,34 @@ async function deletePlayerRollups(ctx: AppContext, params: Record<string, unkno
 
 /**
  * Events of the external id received after the erasure's cutoff (a new player with the same id) stay, and
- * deleting the id's rollup rows removed their share too: rebuilt from them with each view's own query
- * (system.tables.as_select). None in the usual case. An event of that id stored while this runs could be
- * counted twice: the window is these few statements, for an id just erased.
+ * deleting the id's rollup rows removes their share too: rebuilt from them with each view's own query
+ * (system.tables.as_select). None in the usual case. Exact while that player's events keep arriving: the
+ * delete runs with event inserts held (holdEventInserts), so the events below the returned seq are
+ * exactly those whose share it removed, and the views count every later one themselves; the rebuild
+ * reads only the former.
  */
-async function rebuildPlayerRollups(ctx: AppContext, params: Record<string, unknown>): Promise<void> {
+async function resetPlayerRollups(ctx: AppContext, params: Record<string, unknown>): Promise<void> {
+  const spool = ctx.ingest?.spool
+  if (!spool) throw new Error('ingestion is stopping: erasure retried later')
+  const below = await spool.hold(async (held) => {
+    await deletePlayerRollups(ctx, params, '{ext:String}')
+    return held
+  })
+  const scope = { ...params, below }
   const [left] = await ctx.ch.query<{ n: string }>(
-    'SELECT toString(count()) AS n FROM events WHERE tenant_id = {tenant:UUID} AND brand_id = {brand:UUID} AND player_id = {ext:String}', params)
+    'SELECT toString(count()) AS n FROM events WHERE tenant_id = {tenant:UUID} AND brand_id = {brand:UUID} AND player_id = {ext:String} AND seq < {below:UInt64}', scope)
   if (!left || left.n === '0') return
   for (const table of PLAYER_ROLLUPS) {
     const [view] = await ctx.ch.query<{ q: string }>('SELECT as_select AS q FROM system.tables WHERE database = currentDatabase() AND name = {v:String}', { v: `${table}_mv` })
     const columns = (await ctx.ch.query<{ c: string }>(
       'SELECT name AS c FROM system.columns WHERE database = currentDatabase() AND table = {t:String} ORDER BY position', { t: table })).map((r) => `\`${r.c}\``).join(', ')
     if (!view?.q || !columns) throw new Error(`rollup ${table}: view or columns not found`)
-    await ctx.ch.command(
-      `INSERT INTO ${table} (${columns}) SELECT ${columns} FROM (${view.q}) WHERE tenant_id = {tenant:UUID} AND brand_id = {brand:UUID} AND player_id = {ext:String} SETTINGS insert_deduplicate = 0`,
-      params)
+    // The view reads `events` (as_select names it with or without its database): here only the id's
+    // events numbered before the hold.
+    const from = /\bFROM\s+(`?\w+`?\.)?`?events`?(?=\s|$)/gi
+    if ((view.q.match(from) ?? []).length !== 1) throw new Error(`rollup ${table}: its view does not read events once`)
+    const source = view.q.replace(from, (m) => `FROM (SELECT * FROM ${m.replace(/^FROM\s+/i, '')} WHERE tenant_id = {tenant:UUID} AND brand_id = {brand:UUID} AND player_id = {ext:String} AND seq < {below:UInt64}) AS events`)
+    await ctx.ch.command(`INSERT INTO ${table} (${columns}) SELECT ${columns} FROM (${source}) SETTINGS insert_deduplicate = 0`, scope)
   }
 }
 
@@ -341,7 +353,7 @@ export async function runErasure(ctx: AppContext, job: JobRow, lease: Lease): Pr
     // Marked as copies: rollup_buckets keeps the originals' figures and skips them (clickhouse/0011); the
     // per-player rollups take them under the token.
     await ctx.ch.command(
-      `INSERT INTO events (${COLUMNS.join(', ')}, erasure_copy) SELECT ${COLUMNS.map((c) => (c === 'player_id' ? '{token:String}' : c === 'raw' ? SCRUBBED_RAW : c)).join(', ')}, 1 ` +
+      `INSERT INTO events (${COLUMNS.join(', ')}, erasure_copy) SELECT ${COLUMNS.map((c) => (c === 'player_id' ? '{token:String}' : c === 'raw' ? SCRUBBED_RAW : c === 'extra_fields' ? "''" : c)).join(', ')}, 1 ` +
         `FROM events WHERE ${PLAYER_EVENTS} SETTINGS insert_deduplicate = 0`,
       params,
     )
@@ -352,8 +364,7 @@ export async function runErasure(ctx: AppContext, job: JobRow, lease: Lease): Pr
   }
   await stillOurs()
   await ctx.ch.command(`ALTER TABLE events DELETE WHERE ${PLAYER_EVENTS} SETTINGS mutations_sync = 2`, params)
-  await deletePlayerRollups(ctx, params, '{ext:String}')
-  await rebuildPlayerRollups(ctx, params)
+  await resetPlayerRollups(ctx, params)
   await bumpExportEpoch(ctx.sql, ctx.ch.sinkId)
   await ctx.sql.begin(async (tx) => {
     const [done] = await tx<{ finished_at: Date }[]>`

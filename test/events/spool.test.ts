@@ -2,7 +2,7 @@
 // reach ClickHouse exactly once through the flusher, also when a flush is interrupted.
 import { inflateRawSync } from 'node:zlib'
 import t from 'tap'
-import { EVENT_COLUMNS } from '../../src/events/event-rows.ts'
+import { EVENT_COLUMNS, EVENT_LAYOUT } from '../../src/events/event-rows.ts'
 import { createSpool, type Spool } from '../../src/events/spool.ts'
 import { transformGroup } from '../../src/events/transform.ts'
 import { startHarness } from '../helpers/harness.ts'
@@ -193,7 +193,7 @@ t.test('a group ClickHouse refuses as malformed is set aside; the rest of its ba
   // batch with them that a dead flusher claimed.
   const poisonRow = Buffer.concat([Buffer.alloc(32, 1), Buffer.from([0xff, 0xff, 0xff, 0xff, 0x0f])])
   const poison = async () =>
-    sql`insert into event_spool (sink, writer, rows, row_count) values (${sink}, gen_random_uuid(), ${poisonRow}, 1)`
+    sql`insert into event_spool (sink, writer, rows, row_count, layout) values (${sink}, gen_random_uuid(), ${poisonRow}, 1, ${EVENT_LAYOUT})`
   t.teardown(() => sql`delete from event_spool where sink = ${sink} and quarantined_at is not null`)
   t.equal((await post(h, tenant.key, { events: [ev(), ev()] })).status, 200)
   await poison()
@@ -275,4 +275,24 @@ t.test('flushes asked for while another runs share the next one instead of queue
   t.equal(flushes, 2, 'the running flush and one shared by the three asked for meanwhile')
   t.equal(await storedCount(h, tenant.id), 2, 'the event spooled meanwhile was moved by the shared flush')
   t.equal(await spooled(), 0)
+})
+
+t.test('rows spooled before extra_fields (layout 1) still reach ClickHouse, beside new rows in the same flush', async (t) => {
+  const tenant = await h.createTenant()
+  // A row as an earlier version spooled it: the same RowBinary without the last column. A login has no
+  // extra fields, so its row ends with extra_fields' empty string, one zero byte.
+  t.equal((await post(h, tenant.key, { events: [ev({ player_id: 'old1', event_type: 'login' })] })).status, 200)
+  const [old] = await sql<{ id: string; rows: Buffer; layout: number }[]>`select id::text, rows, layout from event_spool where sink = ${sink} and batch is null`
+  t.equal(old?.layout, 2, 'new rows are spooled as layout 2')
+  t.equal(old?.rows.at(-1), 0, 'ending with an empty extra_fields')
+  await sql`update event_spool set rows = ${(old as { rows: Buffer }).rows.subarray(0, -1)}, layout = 1 where id = ${(old as { id: string }).id}`
+  t.equal((await post(h, tenant.key, { events: [ev({ player_id: 'new1', event_type: 'registration', payload: { email: 'new1@example.com', timezone: 'Europe/Rome' } })] })).status, 200)
+  await spool().flush()
+  t.equal(await spooled(), 0, 'both moved, none set aside')
+  const rows = await h.app.ctx.ch.query<{ player_id: string; extra_fields: string }>(
+    'SELECT player_id, extra_fields FROM events WHERE tenant_id = {t:UUID} ORDER BY player_id', { t: tenant.id })
+  t.same(rows, [
+    { player_id: 'new1', extra_fields: '{"email":"new1@example.com","timezone":"Europe/Rome"}' },
+    { player_id: 'old1', extra_fields: '' },
+  ])
 })

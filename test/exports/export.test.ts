@@ -46,6 +46,7 @@ t.test('events and transactions: fields, insertion order, pages, incremental syn
     event_id: 'x2', player_id: 'ep1', event_type: 'deposit', source_type: 'deposit', event_time: '2026-03-01T10:05:00.000Z', received_at: dep?.received_at,
     session_id: null, amount: 100.1, currency: 'EUR', method: 'card', game: null, provider: null, category: null, round_id: null, country: null,
     language: null, device: null, os: null, browser: null, platform: null, status: null, bonus_id: null, channel: null, granted: null,
+    email: null, phone: null, name: null, timezone: null, reason: null,
     payload: { amount: 100.1, currency: 'EUR', method: 'card' },
   })
   t.match(custom, { event_type: 'custom_thing', payload: { k: 'v' } })

@@ -13,8 +13,6 @@ import { localDate } from '../../src/lib/zoned-time.ts'
 import { engineHelpers } from '../gamification/engine-helpers.ts'
 import { exportClient } from '../exports/helpers.ts'
 
-const bug = (why: string) => (process.env.RESPIN_RUN_TODO ? {} : { todo: `product bug: ${why}` })
-
 const h = await startHarness(t, { env: { RATE_LIMIT_INGEST_PER_MIN: '0', INGEST_FLUSH_INTERVAL_MS: '50' } })
 const { create, send, settle, playerId, profile, outbox, sql } = engineHelpers(h)
 const { page, ingest } = exportClient(h)
@@ -309,7 +307,6 @@ t.test('export: the default limit is 200 (spec Limits: "Export limit 1 to 1000, 
 })
 
 t.test('export: an event row carries the canonical fields of its type (contract.md "Canonical events")',
-  bug('exports/service.ts event rows (ClickHouse events has no column for them, docs/ingestion.md): email, phone, name, reason are not exported'),
   async (t) => {
     // engines §6: `events` rows `{ event_id, player_id, event_type, source_type, event_time, received_at,
     // session_id, <canonical fields>, payload }`; contract.md: registration's canonical fields include
