@@ -13,7 +13,7 @@ t.test('Redis killed and restarted under load', { skip: process.env.REDIS_URL ? 
   // A limiter that is on (and generous): while Redis is gone it must let traffic through, not refuse it.
   const h = await startHarness(t, { env: { REDIS_URL: `redis://127.0.0.1:${port}`, RATE_LIMIT_INGEST_PER_MIN: '1000000' } })
   const tenant = await h.createTenant()
-  const BATCHES = 240
+  const BATCHES = 120
   const SIZE = 10
   let phase: 'before' | 'down' | 'back' = 'before'
   const ackedIn = { before: 0, down: 0, back: 0 }
@@ -24,14 +24,14 @@ t.test('Redis killed and restarted under load', { skip: process.env.REDIS_URL ? 
     concurrency: 6,
     onAcked: async (n) => {
       ackedIn[phase]++
-      if (n === 60 && phase === 'before') {
+      if (n === 30 && phase === 'before') {
         switching = (async () => {
           redis.kill('SIGKILL')
           await new Promise((r) => redis.on('exit', r))
           phase = 'down'
         })()
         await switching
-      } else if (n === 150 && phase === 'down') {
+      } else if (n === 75 && phase === 'down') {
         redis = await startRedis(port)
         phase = 'back'
       }
@@ -52,11 +52,11 @@ t.test('Redis killed and restarted under load', { skip: process.env.REDIS_URL ? 
   const again = await sendUnderLoad(h, tenant.key, { batches: 0, size: SIZE, concurrency: 1 })
   t.equal(again.stored, 0)
   let dup = 0
-  for (const batch of load.batches.slice(0, 40)) {
+  for (const batch of load.batches.slice(0, 20)) {
     const res = await h.request('POST', '/events', { key: tenant.key, body: { events: batch } })
     t.equal(res.status, 200)
     dup += res.body.deduped
   }
-  t.equal(dup, 40 * SIZE, 'acknowledged events re-sent: all duplicates')
+  t.equal(dup, 20 * SIZE, 'acknowledged events re-sent: all duplicates')
   t.same(await countExported(h, tenant.key), { rows: BATCHES * SIZE, unique: BATCHES * SIZE }, 'every acknowledged event exactly once')
 })
