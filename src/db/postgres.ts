@@ -179,6 +179,20 @@ export function pgErrorCode(err: unknown): string | undefined {
 }
 
 /**
+ * PostgreSQL was lost under the query: its connection closed or failed (postgres.js's CONNECTION_* codes,
+ * a socket error), or the server ended the session (SQLSTATE class 08; 57P01-57P03: terminated, crashed,
+ * starting up). Nothing about the request: the HTTP layer answers 503 with a retry-after, never 500.
+ */
+const LOST_CONNECTION_CODES = new Set(['CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'CONNECT_TIMEOUT', 'ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT'])
+
+export function isLostConnection(err: unknown): boolean {
+  const sqlstate = pgErrorCode(err)
+  if (sqlstate !== undefined) return sqlstate.startsWith('08') || sqlstate === '57P01' || sqlstate === '57P02' || sqlstate === '57P03'
+  const code = (err as { code?: unknown } | null)?.code
+  return typeof code === 'string' && LOST_CONNECTION_CODES.has(code)
+}
+
+/**
  * SQLSTATEs by which PostgreSQL refuses a value it was given, rather than the query itself: text too long
  * (22001), a number or date out of range (22003, 22008), a malformed value (22007, 22P02), a NUL character
  * in text (22021) or in jsonb (22P05), a failed CHECK constraint (23514), a value too big for an index

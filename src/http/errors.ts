@@ -1,5 +1,5 @@
 // The one place that turns errors into HTTP: status per code, and the spec's body { error, code, details }.
-import { isRefusedValue, pgErrorCode } from '../db/postgres.ts'
+import { isLostConnection, isRefusedValue, pgErrorCode } from '../db/postgres.ts'
 import { AppError, type ErrorCode } from '../errors.ts'
 
 export function statusOf(code: ErrorCode): number {
@@ -71,6 +71,15 @@ export function renderError(err: unknown, requestId: string): ErrorReply {
     return {
       status: 503,
       body: { error: 'a concurrent change held the same rows; nothing was written: try again', code: 'SERVICE_UNAVAILABLE', details: { reason: 'CONCURRENT_CHANGE' }, request_id: requestId },
+      headers: { 'retry-after': '1' },
+    }
+  }
+  // The database went away under the request (a dropped connection, a terminated session): nothing about
+  // the request itself, and a retry after a moment is the answer.
+  if (isLostConnection(err)) {
+    return {
+      status: 503,
+      body: { error: 'the database connection was lost; try again', code: 'SERVICE_UNAVAILABLE', details: { reason: 'DATABASE_UNAVAILABLE' }, request_id: requestId },
       headers: { 'retry-after': '1' },
     }
   }
