@@ -26,6 +26,7 @@ import type { Dedupe, DedupeEntry } from './dedupe.ts'
 import type { MappingConfig } from './mapping.ts'
 import { createProfileWriter } from './profiles.ts'
 import type { Spool } from './spool.ts'
+import { outboxWritten } from '../lib/outbox.ts'
 
 /** One accepted request waiting in a tenant's mailbox. */
 export interface IngestItem {
@@ -363,6 +364,8 @@ export function createPipeline(deps: {
         batch = done.batch ?? undefined
       })
       durable = true
+      // The group may have written player.created / status_changed / converted (events/queries.ts).
+      outboxWritten()
       if (stream && result.stream.consumers.length) stream.wake(result.stream.consumers)
       deps.onGroupWritten?.(toStore, items.length)
       const t3 = performance.now()

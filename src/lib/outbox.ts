@@ -13,11 +13,29 @@ export interface OutboxEvent {
   data: Record<string, unknown>
 }
 
+/**
+ * This process's listeners for outbox writes (the webhook fan-out on embedded PostgreSQL, which has no
+ * NOTIFY to tell it). Told when a row is written, before its transaction commits: a listener looks again
+ * shortly after.
+ */
+const outboxListeners = new Set<() => void>()
+
+export function onOutboxWritten(listener: () => void): () => void {
+  outboxListeners.add(listener)
+  return () => outboxListeners.delete(listener)
+}
+
+/** For writers that insert outbox rows with their own SQL (ingestion), after they did. */
+export function outboxWritten(): void {
+  for (const listener of outboxListeners) listener()
+}
+
 /** Must run on the transaction (`tx`) that makes the change, so the event exists exactly when it does. */
 export async function insertOutbox(sql: Sql | TransactionSql, e: OutboxEvent): Promise<void> {
   await sql`
     insert into outbox (tenant_id, brand_id, event, data)
     values (${e.tenantId}, ${e.brandId}, ${e.event}, ${sql.json(e.data as never)})`
+  outboxWritten()
 }
 
 /** insertOutbox for many events in one statement (same transaction rule). */
@@ -29,4 +47,5 @@ export async function insertOutboxMany(sql: Sql | TransactionSql, es: OutboxEven
     select tenant_id, brand_id, event, data::jsonb
     from unnest(${es.map((e) => e.tenantId)}::uuid[], ${es.map((e) => e.brandId)}::uuid[], ${es.map((e) => e.event)}::text[],
                 ${es.map((e) => JSON.stringify(e.data))}::text[]) as x(tenant_id, brand_id, event, data)`
+  outboxWritten()
 }

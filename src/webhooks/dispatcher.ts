@@ -15,6 +15,7 @@ import { createOutboundHttpOnWorker, OutboundTimeoutError } from '../lib/outboun
 import { SecretBoxError } from '../lib/secret-box.ts'
 import { checkUrl, systemResolver, UrlPolicyError, type ResolvedAddress, type Resolver } from '../lib/url-policy.ts'
 import { ALL_EVENTS } from './catalog.ts'
+import { onOutboxWritten } from '../lib/outbox.ts'
 import * as q from './queries.ts'
 import { deliveryBody } from './service.ts'
 import { signatureHeaders } from './signing.ts'
@@ -208,7 +209,7 @@ export function startWebhookService(ctx: AppContext): BackgroundService {
     // An endpoint whose last attempt in this process failed: one attempt at a time until one succeeds.
     failingHeld: FAILING_ENDPOINT_HELD,
     maxInMemory: 4 * GLOBAL_CONCURRENCY,
-    idleIntervalMs: ctx.pg.kind === 'pglite' ? 250 : 1000,
+    idleIntervalMs: 1000,
     metrics: ctx.metrics,
   })
   // The outbox is the fan-out's queue: platform events not yet turned into deliveries.
@@ -217,7 +218,7 @@ export function startWebhookService(ctx: AppContext): BackgroundService {
   const fanout = startTicker({
     name: 'webhook-fanout',
     log,
-    idleIntervalMs: ctx.pg.kind === 'pglite' ? 100 : 1000,
+    idleIntervalMs: 1000,
     // Engines write outbox rows in many small transactions (every delivery batch's message.* events):
     // one fan-out per wake was three statements per such insert. 10 ms gathers them (latency target 1 s).
     coalesceMs: 10,
@@ -246,6 +247,27 @@ export function startWebhookService(ctx: AppContext): BackgroundService {
 
   // Servers: the outbox trigger (sql/0050) notifies every process when events commit.
   let unlisten: (() => Promise<void>) | undefined
+  // Embedded: one process holds the database, so every outbox write is this process's, and each tells the
+  // fan-out (lib/outbox.ts) before its commit: it looks a moment later (most transactions here commit
+  // within milliseconds) and once more after 250 ms (a longer one); the 1 s poll catches anything else.
+  // Polling every 100 ms instead cost an idle embedded process ~10 queries a second.
+  let unhear: (() => void) | undefined
+  if (ctx.pg.kind === 'pglite') {
+    let soon: NodeJS.Timeout | undefined
+    let later: NodeJS.Timeout | undefined
+    unhear = onOutboxWritten(() => {
+      soon ??= setTimeout(() => {
+        soon = undefined
+        fanout.wake()
+      }, 5)
+      later ??= setTimeout(() => {
+        later = undefined
+        fanout.wake()
+      }, 250)
+      soon.unref()
+      later.unref()
+    })
+  }
   if (ctx.pg.kind === 'postgres') {
     sql
       .listen('respin_outbox', () => fanout.wake())
@@ -266,6 +288,7 @@ export function startWebhookService(ctx: AppContext): BackgroundService {
   return {
     async stop() {
       ctx.webhooks = undefined
+      unhear?.()
       await unlisten?.().catch(() => {})
       await fanout.stop()
       await upkeep.stop()
