@@ -26,7 +26,7 @@ for (const ackAfter of ['clickhouse', 'postgres'] as const) {
     const tenant = await h.createTenant()
     let terminated = 0
     let stop = false
-    // Storms of terminations (every 250 ms for 2 s) with a calm second between them: every connection
+    // Storms of terminations (every 250 ms for 1.5 s) with a calm second between them: every connection
     // dies again and again, mid-statement and mid-commit, and an outage ends, as outages do. Without the
     // calm, whether any request can finish between two kills depends on the machine's speed (a loaded
     // CI machine made a group's transaction outlast every 250 ms window, and the run hang).
@@ -35,10 +35,10 @@ for (const ackAfter of ['clickhouse', 'postgres'] as const) {
       for (let tick = 0; !stop; tick++) {
         const rows = await killer`select pg_terminate_backend(pid) as ok from pg_stat_activity where application_name = ${appName}`
         terminated += rows.filter((r) => r.ok).length
-        await new Promise((r) => setTimeout(r, tick % 8 === 7 ? 1000 : 250))
+        await new Promise((r) => setTimeout(r, tick % 6 === 5 ? 1000 : 250))
       }
     })()
-    const BATCHES = 150
+    const BATCHES = 80
     const SIZE = 10
     const load = await sendUnderLoad(h, tenant.key, { batches: BATCHES, size: SIZE, concurrency: 4 })
     stop = true

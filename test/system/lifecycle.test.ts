@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
+import { embeddedRunOnly } from '../helpers/embedded-run-only.ts'
 import { reapOnExit } from '../helpers/reap.ts'
 
 function startProcess(env: Record<string, string>) {
@@ -27,7 +28,7 @@ function startProcess(env: Record<string, string>) {
   return { child, listening, exited, output: () => out }
 }
 
-t.test('starts on the embedded defaults, serves health, and stops cleanly on SIGTERM', async (t) => {
+t.test('starts on the embedded defaults, serves health, and stops cleanly on SIGTERM', embeddedRunOnly, async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'respin-main-'))
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
   const env: Record<string, string> = { DATA_DIR: dataDir, ADMIN_KEY: 'admin-key-for-lifecycle-test' }
@@ -45,7 +46,7 @@ t.test('starts on the embedded defaults, serves health, and stops cleanly on SIG
   t.match(proc.output(), /"msg":"stopped"/)
 })
 
-t.test('a second process refuses an embedded data directory that is in use', async (t) => {
+t.test('a second process refuses an embedded data directory that is in use', embeddedRunOnly, async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'respin-main-'))
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
   const env: Record<string, string> = { DATA_DIR: dataDir, DATABASE_URL: '', CLICKHOUSE_URL: '', REDIS_URL: '' }
@@ -58,7 +59,7 @@ t.test('a second process refuses an embedded data directory that is in use', asy
   t.equal(await first.exited, 0)
 })
 
-t.test('a bad configuration value stops the process at once with a clear message', async (t) => {
+t.test('a bad configuration value stops the process at once with a clear message', embeddedRunOnly, async (t) => {
   const proc = startProcess({ PORT: 'eighty', RATE_LIMIT_INGEST_PER_MIN: '-1' })
   t.equal(await proc.exited, 78)
   t.match(proc.output(), /invalid configuration: .*PORT/)

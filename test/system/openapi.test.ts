@@ -1,11 +1,13 @@
 import $RefParser from '@apidevtools/json-schema-ref-parser'
 import { Validator } from '@seriousme/openapi-schema-validator'
 import t from 'tap'
+import { embeddedRunOnly } from '../helpers/embedded-run-only.ts'
 import { startHarness } from '../helpers/harness.ts'
 
-const h = await startHarness(t)
+// The document and page are the HTTP layer's: the same whatever stores run.
+const h = embeddedRunOnly.skip ? (undefined as never) : await startHarness(t)
 
-t.test('the OpenAPI document is public and valid OpenAPI 3.1', async (t) => {
+t.test('the OpenAPI document is public and valid OpenAPI 3.1', embeddedRunOnly, async (t) => {
   const res = await h.request('GET', '/openapi.json')
   t.equal(res.status, 200)
   const doc = res.body
@@ -17,7 +19,7 @@ t.test('the OpenAPI document is public and valid OpenAPI 3.1', async (t) => {
   t.equal(validator.version, '3.1')
 })
 
-t.test('it is generated from the route table: every served route is in it', async (t) => {
+t.test('it is generated from the route table: every served route is in it', embeddedRunOnly, async (t) => {
   const doc = (await h.request('GET', '/openapi.json')).body
   const { allRoutes } = await import('../../src/http/routes.ts')
   for (const route of allRoutes('test')) {
@@ -34,7 +36,7 @@ t.test('it is generated from the route table: every served route is in it', asyn
   t.ok(doc.paths['/api/v1/admin/tenants'].post.responses['401'], 'error responses are documented')
 })
 
-t.test('the document resolves completely: every $ref points at a real schema, and none at itself', async (t) => {
+t.test('the document resolves completely: every $ref points at a real schema, and none at itself', embeddedRunOnly, async (t) => {
   const doc = (await h.request('GET', '/openapi.json')).body
   const refs: string[] = []
   const collect = (node: unknown): void => {
