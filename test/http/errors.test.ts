@@ -1,10 +1,12 @@
 import t from 'tap'
+import { embeddedRunOnly } from '../helpers/embedded-run-only.ts'
 import { startHarness } from '../helpers/harness.ts'
 import { probeRoutes } from '../helpers/probe-routes.ts'
 
-const h = await startHarness(t, { extraRoutes: probeRoutes, env: { BODY_LIMIT_BYTES: '4096' } })
+// The HTTP layer's own behaviour: the same whatever stores run.
+const h = embeddedRunOnly.skip ? (undefined as never) : await startHarness(t, { extraRoutes: probeRoutes, env: { BODY_LIMIT_BYTES: '4096' } })
 
-t.test('malformed JSON is 400 BAD_REQUEST', async (t) => {
+t.test('malformed JSON is 400 BAD_REQUEST', embeddedRunOnly, async (t) => {
   const tenant = await h.createTenant()
   for (const rawBody of ['{"n":', 'not json', '']) {
     const res = await h.request('POST', '/_probe/echo', { key: tenant.key, rawBody, headers: { 'content-type': 'application/json' } })
@@ -13,7 +15,7 @@ t.test('malformed JSON is 400 BAD_REQUEST', async (t) => {
   }
 })
 
-t.test('validation failures name each failing field', async (t) => {
+t.test('validation failures name each failing field', embeddedRunOnly, async (t) => {
   const tenant = await h.createTenant()
   const res = await h.request('POST', '/_probe/echo', { key: tenant.key, body: { n: 0, nested: { email: 'nope' } } })
   t.equal(res.status, 400)
@@ -25,7 +27,7 @@ t.test('validation failures name each failing field', async (t) => {
   t.same(missing.body.details.errors, [{ in: 'body', field: 'n', message: 'is required' }])
 })
 
-t.test('path and query values are coerced, defaulted and validated', async (t) => {
+t.test('path and query values are coerced, defaulted and validated', embeddedRunOnly, async (t) => {
   const tenant = await h.createTenant()
   const id = '3f1c9a52-7d3e-4c1b-9a2f-0e8d6b5c4a31'
   const ok = await h.request('GET', `/_probe/items/${id}`, { key: tenant.key, query: { flag: 'true' } })
@@ -43,7 +45,7 @@ t.test('path and query values are coerced, defaulted and validated', async (t) =
   t.match(badId.body.details.errors[0], { in: 'path', field: 'id' })
 })
 
-t.test('a body over the limit is 413 in the error shape', async (t) => {
+t.test('a body over the limit is 413 in the error shape', embeddedRunOnly, async (t) => {
   const tenant = await h.createTenant()
   const res = await h.request('POST', '/_probe/echo', { key: tenant.key, rawBody: JSON.stringify({ n: 1, pad: 'x'.repeat(5000) }) })
   t.equal(res.status, 413)
@@ -53,7 +55,7 @@ t.test('a body over the limit is 413 in the error shape', async (t) => {
   t.equal(under.status, 201)
 })
 
-t.test('a chunked body over the limit is 413 too (no content-length to trust)', async (t) => {
+t.test('a chunked body over the limit is 413 too (no content-length to trust)', embeddedRunOnly, async (t) => {
   const tenant = await h.createTenant()
   const chunks = (async function* () {
     for (let i = 0; i < 10; i++) yield new TextEncoder().encode('x'.repeat(1000))
@@ -68,7 +70,7 @@ t.test('a chunked body over the limit is 413 too (no content-length to trust)', 
   t.equal(((await res.json()) as { code: string }).code, 'PAYLOAD_TOO_LARGE')
 })
 
-t.test('an unexpected exception is a 500 that leaks nothing and carries a request id', async (t) => {
+t.test('an unexpected exception is a 500 that leaks nothing and carries a request id', embeddedRunOnly, async (t) => {
   const tenant = await h.createTenant()
   const res = await h.request('GET', '/_probe/boom', { key: tenant.key, headers: { 'x-request-id': 'req-abc-123' } })
   t.equal(res.status, 500)
@@ -77,7 +79,7 @@ t.test('an unexpected exception is a 500 that leaks nothing and carries a reques
   t.equal(res.headers.get('x-request-id'), 'req-abc-123')
 })
 
-t.test('every response carries a request id', async (t) => {
+t.test('every response carries a request id', embeddedRunOnly, async (t) => {
   const res = await h.request('GET', '/health')
   const first = res.headers.get('x-request-id')
   t.match(first, /^[\w.:-]{4,128}$/)

@@ -4,6 +4,7 @@ import Type from 'typebox'
 import t from 'tap'
 import { definePublicRoute } from '../../src/http/route.ts'
 import { MAX_HEAD_BYTES, MAX_HEADER_LINES } from '../../src/http/node-server.ts'
+import { embeddedRunOnly } from '../helpers/embedded-run-only.ts'
 import { startHarness } from '../helpers/harness.ts'
 import { parseResponses, rawRequest, segments } from '../helpers/raw-http.ts'
 
@@ -16,22 +17,23 @@ const bodyLength = definePublicRoute({
 
 const BODY_TIMEOUT_MS = 1000
 const HEADERS_TIMEOUT_MS = 2000
-const h = await startHarness(t, {
+// The HTTP layer's own behaviour: the same whatever stores run.
+const h = embeddedRunOnly.skip ? (undefined as never) : await startHarness(t, {
   env: { HTTP_BODY_TIMEOUT_MS: String(BODY_TIMEOUT_MS), HTTP_HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS) },
   extraRoutes: [bodyLength],
 })
-const port = h.app.port
+const port = embeddedRunOnly.skip ? 0 : h.app.port
 const health = (extra = '') => `GET /api/v1/health HTTP/1.1\r\nHost: respin\r\n${extra}\r\n`
 const errorBody = (text: string) => JSON.parse(parseResponses(text)[0]?.body ?? 'null')
 
-t.test('HTTP/1.0 is served, and the connection closes after the answer as 1.0 expects', async (t) => {
+t.test('HTTP/1.0 is served, and the connection closes after the answer as 1.0 expects', embeddedRunOnly, async (t) => {
   const res = await rawRequest(port, ['GET /api/v1/health HTTP/1.0\r\n\r\n'])
   t.same(res.statuses, [200])
   t.ok(res.closedByServer)
   t.match(errorBody(res.text), { status: 'ok' })
 })
 
-t.test('a 4,145-byte head in 1,460-byte segments is served, and so is a 16 KB one', async (t) => {
+t.test('a 4,145-byte head in 1,460-byte segments is served, and so is a 16 KB one', embeddedRunOnly, async (t) => {
   for (const total of [4145, MAX_HEAD_BYTES - 200]) {
     const filler = total - health().length - 'cookie: \r\n'.length
     const head = health(`cookie: ${'c'.repeat(filler)}\r\n`)
@@ -41,7 +43,7 @@ t.test('a 4,145-byte head in 1,460-byte segments is served, and so is a 16 KB on
   }
 })
 
-t.test('a head over 16 KB gets 431 in the error shape, in one read or many', async (t) => {
+t.test('a head over 16 KB gets 431 in the error shape, in one read or many', embeddedRunOnly, async (t) => {
   const head = health(`cookie: ${'c'.repeat(MAX_HEAD_BYTES)}\r\n`)
   for (const parts of [[head], segments(head, 1460)]) {
     const res = await rawRequest(port, parts, { gapMs: 2 })
@@ -51,7 +53,7 @@ t.test('a head over 16 KB gets 431 in the error shape, in one read or many', asy
   }
 })
 
-t.test('too many header lines get 431; as many as allowed are served', async (t) => {
+t.test('too many header lines get 431; as many as allowed are served', embeddedRunOnly, async (t) => {
   const lines = (n: number) => Array.from({ length: n }, (_, i) => `x-h${i}: v\r\n`).join('')
   const ok = await rawRequest(port, [health(lines(MAX_HEADER_LINES - 1))], { responses: 1 })
   t.same(ok.statuses, [200], `${MAX_HEADER_LINES} lines with Host`)
@@ -60,7 +62,7 @@ t.test('too many header lines get 431; as many as allowed are served', async (t)
   t.match(errorBody(tooMany.text), { code: 'HEADERS_TOO_LARGE' })
 })
 
-t.test('pipelined requests, the first answered asynchronously, are all answered in order', async (t) => {
+t.test('pipelined requests, the first answered asynchronously, are all answered in order', embeddedRunOnly, async (t) => {
   const tenant = await h.createTenant()
   // The admin route authenticates asynchronously; a first-seen key is looked up in the database.
   const requests = [
@@ -74,7 +76,7 @@ t.test('pipelined requests, the first answered asynchronously, are all answered 
   t.same(answers.map((a) => a.headers['x-request-id']), ['first', 'second', 'third'])
 })
 
-t.test('malformed requests get 400 in the error shape', async (t) => {
+t.test('malformed requests get 400 in the error shape', embeddedRunOnly, async (t) => {
   const cases: Record<string, string> = {
     'no Host in HTTP/1.1': 'GET /api/v1/health HTTP/1.1\r\n\r\n',
     'a lower-case method': 'get /api/v1/health HTTP/1.1\r\nHost: respin\r\n\r\n',
@@ -89,7 +91,7 @@ t.test('malformed requests get 400 in the error shape', async (t) => {
   }
 })
 
-t.test('forms a server must accept are served: absolute-form target, leading empty line, chunk extensions', async (t) => {
+t.test('forms a server must accept are served: absolute-form target, leading empty line, chunk extensions', embeddedRunOnly, async (t) => {
   const absolute = await rawRequest(port, [`GET http://respin/api/v1/health HTTP/1.1\r\nHost: respin\r\n\r\n`], { responses: 1 })
   t.same(absolute.statuses, [200], 'absolute-form')
   const leading = await rawRequest(port, [`\r\n${health()}`], { responses: 1 })
@@ -103,7 +105,7 @@ t.test('forms a server must accept are served: absolute-form target, leading emp
   t.same(errorBody(chunked.text), { bytes: 5 })
 })
 
-t.test('a Content-Length of 4 GiB or more gets 413 at once and the connection closes', async (t) => {
+t.test('a Content-Length of 4 GiB or more gets 413 at once and the connection closes', embeddedRunOnly, async (t) => {
   for (const length of ['4294967296', '99999999999999']) {
     const res = await rawRequest(port, [`POST /api/v1/_test/body-length HTTP/1.1\r\nHost: respin\r\nContent-Length: ${length}\r\n\r\nabc`])
     t.same(res.statuses, [413], length)
@@ -112,7 +114,7 @@ t.test('a Content-Length of 4 GiB or more gets 413 at once and the connection cl
   }
 })
 
-t.test('a stalled body gets 408 after the body timeout, and the connection closes', async (t) => {
+t.test('a stalled body gets 408 after the body timeout, and the connection closes', embeddedRunOnly, async (t) => {
   const res = await rawRequest(port, ['POST /api/v1/_test/body-length HTTP/1.1\r\nHost: respin\r\nContent-Length: 100\r\n\r\n0123456789'], {
     waitMs: BODY_TIMEOUT_MS * 5,
   })
@@ -122,7 +124,7 @@ t.test('a stalled body gets 408 after the body timeout, and the connection close
   t.ok((res.closedAfterMs ?? Infinity) >= BODY_TIMEOUT_MS, `closed after ${res.closedAfterMs} ms`)
 })
 
-t.test('a slow but steady upload taking 4× the body timeout finishes and is answered', async (t) => {
+t.test('a slow but steady upload taking 4× the body timeout finishes and is answered', embeddedRunOnly, async (t) => {
   // 64 KB in 16 chunks of 4 KB, one every quarter of the body timeout: 4 s in all against a 1 s timeout.
   // Same mechanism as 1 MB at 16 KB/s against the default 10 s (docs/http.md): the timeout measures pauses.
   const chunk = 'x'.repeat(4096)
@@ -132,7 +134,7 @@ t.test('a slow but steady upload taking 4× the body timeout finishes and is ans
   t.same(errorBody(res.text), { bytes: 16 * 4096 })
 })
 
-t.test('slowloris connections are answered 408 and closed after the head timeout, while others are served', async (t) => {
+t.test('slowloris connections are answered 408 and closed after the head timeout, while others are served', embeddedRunOnly, async (t) => {
   const slow = Array.from({ length: 100 }, () =>
     rawRequest(port, ['GET /api/v1/health HTTP/1.1\r\n', ...Array.from({ length: 40 }, (_, i) => `x-slow-${i}: 1\r\n`)], {
       gapMs: 200,
@@ -147,7 +149,7 @@ t.test('slowloris connections are answered 408 and closed after the head timeout
   t.ok(results.every((r) => r.statuses.length === 0 || r.statuses[0] === 408), 'answered 408 when answered')
 })
 
-t.test('an idle connection that sends nothing is closed after the head timeout', async (t) => {
+t.test('an idle connection that sends nothing is closed after the head timeout', embeddedRunOnly, async (t) => {
   const res = await rawRequest(port, [], { waitMs: HEADERS_TIMEOUT_MS * 4 })
   t.ok(res.closedByServer)
 })
