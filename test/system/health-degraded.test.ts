@@ -122,7 +122,9 @@ t.test(
       t.equal(r.status, 200)
       after.push(r.ms)
     }
-    t.ok(Math.max(...after) < 1000, `later requests do not wait for Redis: ${after.join(', ')} ms (first ${first.ms} ms)`)
+    // Under a 2 s command timeout: a request that waited for Redis takes over 2 s. The fallbacks' own work
+    // (ids checked against ClickHouse) took up to ~1 s on a loaded CI machine.
+    t.ok(Math.max(...after) < 1500, `later requests do not wait for Redis: ${after.join(', ')} ms (first ${first.ms} ms)`)
     silent.silence(false)
     let back = false
     // A connection made while it was silent waits out its ready check (a command timeout) first.
