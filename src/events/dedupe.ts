@@ -388,7 +388,7 @@ function createLocalWindow(ch: ClickHouse, beforeVerify: BeforeVerify) {
       const brands = new Map(unknown.map((i) => [(entries[i] as DedupeEntry).brandId, (entries[i] as DedupeEntry).tenantId]))
       const needs = new Set<string>()
       for (const [b, tenantId] of brands) if (redisDown || evicted || (await hasHistory(tenantId, b))) needs.add(b)
-      const mine = unknown.filter((i) => unsettled.has(idOf(entries[i] as DedupeEntry)))
+      const mine = unsettled.size ? unknown.filter((i) => unsettled.has(idOf(entries[i] as DedupeEntry))) : []
       const toVerify = unknown.filter((i) => needs.has((entries[i] as DedupeEntry).brandId) || mine.includes(i))
       // Without Redis our own spooled events are in `stored`, other processes' may still be in the spool.
       // With Redis down, ours from before the outage may be there too, and so may an unsettled write's.

@@ -329,14 +329,12 @@ export function createPipeline(deps: {
       await withRetries(log, async (attempt) => {
         if (attempt > 1) {
           const done = await committed()
+          uncertain = false
           if (done) {
             batch = done.batch ?? undefined
-            uncertain = false
             return
           }
-          uncertain = false
         }
-        uncertain = true
         await pipelinedTransaction(sql, async (tx) => {
           // Statements go out in call order: the stream rows find the players the profile writer upserted,
           // and the marker the spool batch claimed just before it.
@@ -351,9 +349,9 @@ export function createPipeline(deps: {
         }).catch((err: unknown) => {
           // A transaction that did not commit may have missed players the writer believed in, or created some.
           profiles.forget(result.players)
+          uncertain = true
           throw err
         })
-        uncertain = false
       }).catch(async (err: unknown) => {
         if (!uncertain) throw err
         // The last try's COMMIT may have gone through: ask again (its connection is gone, others may follow)

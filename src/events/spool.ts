@@ -58,7 +58,7 @@ export interface Spool {
    * `fn` gets the export counter: ClickHouse then holds exactly the events below it, and every event
    * inserted later gets a seq at or above it (an erasure's rollup rebuild, src/players/data-rights.ts).
    * This process's inserts wait in memory; on a ClickHouse server, other processes' wait on the counter's
-   * row (holdEventInserts). Holds run one at a time.
+   * row, locked. Holds run one at a time; one that cannot settle in HOLD_WAIT_MS throws (retried later).
    */
   hold<T>(fn: (below: number) => Promise<T>): Promise<T>
   /** Events spooled and not yet in ClickHouse, as of the last flush cycle plus what was appended since. */
@@ -85,6 +85,8 @@ const GROUPS_PER_FLUSH = 100
  * verify retries of acknowledged events against a ClickHouse that lacks them, and store them twice.
  */
 const ABANDONED_AFTER_SEC = 10
+/** How long a hold waits for other processes' numbered inserts to return before it gives up. */
+const HOLD_WAIT_MS = 30_000
 /** How often a flusher that moved rows vacuums the spool (see vacuum() below). */
 const SPOOL_VACUUM_EVERY_MS = 5_000
 
@@ -357,13 +359,24 @@ export function createSpool(deps: { sql: Sql; ch: ClickHouse; log: Logger; inter
       while (holding) await holding.catch(() => {})
       const run = (async () => {
         while (inserting > 0) await new Promise<void>((resolve) => idleWaiters.push(resolve))
+        await ensureCounter()
         // chDB belongs to this process alone: nothing else inserts into it.
         if (ch.kind === 'chdb') {
-          await ensureCounter()
           const [row] = await sql<{ next: string }[]>`select next::text from export_seq where sink = ${sink}`
           return fn(Number(row?.next ?? 1))
         }
-        return (await sql.begin(async (tx) => fn(await holdEventInserts(tx, ch)))) as Awaited<ReturnType<typeof fn>>
+        // A ClickHouse server: other processes' inserts take their seqs (assignSeqs) from the counter row
+        // locked here, so none starts; those already numbered (spooled rows with a seq) are waited for:
+        // they return in milliseconds, and a dead flusher's batch is redone by others without new seqs.
+        return (await sql.begin(async (tx) => {
+          const [counter] = await tx<{ next: string }[]>`select next::text from export_seq where sink = ${sink} for update`
+          const deadline = Date.now() + HOLD_WAIT_MS
+          while ((await tx`select 1 from event_spool where sink = ${sink} and seq_base is not null and quarantined_at is null limit 1`).length) {
+            if (Date.now() > deadline) throw new Error('event inserts numbered before the hold have not returned (ClickHouse unavailable?)')
+            await new Promise((resolve) => setTimeout(resolve, 20))
+          }
+          return fn(Number(counter?.next ?? 1))
+        })) as Awaited<ReturnType<typeof fn>>
       })()
       holding = run
       try {
@@ -425,33 +438,6 @@ export async function exportWatermark(sql: Sql, sink: string): Promise<{ waterma
     )::text as w,
     (select epoch from export_seq where sink = ${sink})::text as e`
   return { watermark: row?.w ? Number(row.w) : 0, epoch: row?.e ?? '0' }
-}
-
-/**
- * Inside a transaction, for Spool.hold on a ClickHouse server: no other process's event insert into it
- * (sink) starts until the transaction ends, and every one already started has returned. Every insert takes its seqs first (assignSeqs), from the
- * counter row locked here, so none starts; the ones already numbered are the spooled rows with a seq,
- * waited for (inserts return in milliseconds; a dead flusher's batch is redone by the others, which need
- * no new seq, so without the lock's holder). Returns the counter: until the commit ClickHouse holds
- * exactly the events below it, and every event inserted later gets a seq at or above it. Throws after
- * `timeoutMs` with numbered rows still spooled (ClickHouse down): the caller retries later.
- */
-export async function holdEventInserts(tx: TransactionSql, ch: ClickHouse, timeoutMs = 30_000): Promise<number> {
-  const sink = ch.sinkId
-  let [counter] = await tx<{ next: string }[]>`select next::text from export_seq where sink = ${sink} for update`
-  if (!counter) {
-    // No flush ever numbered a row here (events older than the counter, or none): start it as flushes do.
-    const [row] = await ch.query<{ next: string }>('SELECT toString(max(seq) + 1) AS next FROM events')
-    await tx`insert into export_seq (sink, next) values (${sink}, ${Math.max(1, Number(row?.next ?? 1))}) on conflict (sink) do nothing`
-    ;[counter] = await tx<{ next: string }[]>`select next::text from export_seq where sink = ${sink} for update`
-  }
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const [inFlight] = await tx`select 1 from event_spool where sink = ${sink} and seq_base is not null and quarantined_at is null limit 1`
-    if (!inFlight) return Number(counter?.next ?? 1)
-    if (Date.now() > deadline) throw new Error('event inserts numbered before the hold have not returned (ClickHouse unavailable?)')
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
 }
 
 /**

@@ -286,7 +286,7 @@ async function deletePlayerRollups(ctx: AppContext, params: Record<string, unkno
  * Events of the external id received after the erasure's cutoff (a new player with the same id) stay, and
  * deleting the id's rollup rows removes their share too: rebuilt from them with each view's own query
  * (system.tables.as_select). None in the usual case. Exact while that player's events keep arriving: the
- * delete runs with event inserts held (holdEventInserts), so the events below the returned seq are
+ * delete runs with event inserts held (Spool.hold), so the events below the returned seq are
  * exactly those whose share it removed, and the views count every later one themselves; the rebuild
  * reads only the former.
  */
