@@ -1,4 +1,4 @@
-// Runs after `npm install` / `npm ci` (package.json "postinstall"): mends seven faults of the `postgres`
+// Runs after `npm install` / `npm ci` (package.json "postinstall"): mends eight faults of the `postgres`
 // driver 3.4.9 that end the whole process or wedge a connection when PostgreSQL drops a connection (a
 // restart, a failover, pg_terminate_backend), until a release carries the upstream fixes:
 // 1. `nextWrite` runs from a setImmediate after `closed()` set the socket to null and throws a TypeError no
@@ -23,6 +23,11 @@
 //    full pipeline unsettled, and sends the ones made after the close to the same connection object, which
 //    by then may be reconnected for another caller: statements of a transaction would run outside it. Now
 //    the queued ones fail with the close, and later ones fail at once.
+// 8. A socket closed cleanly (a FIN, no error) while a connection starts up, as a proxy in front of a down
+//    server does, leaves the query that opened it waiting and reconnects at once, in a loop with no delay
+//    and no bound (#1193; PR #1214): ~700 connections a second, and the query waits for as long as the
+//    outage lasts. Now the query fails with CONNECTION_CLOSED and the connection backs off as after any
+//    close (several hosts keep the driver's way: the next host is tried).
 // Each mend is applied once (idempotent); a driver whose code no longer looks like this is left alone.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
@@ -80,6 +85,23 @@ const mends = [
     done: '/* respin: array types retried */',
     apply: (text) =>
       text.replace('        return fetchArrayTypes()\n', '        return fetchArrayTypes().catch(() => { needsTypes = true }) /* respin: array types retried */\n'),
+  },
+  {
+    // After "queries of a closed socket", whose text it extends.
+    name: 'a startup closed cleanly',
+    done: '/* respin: a startup closed cleanly fails its query */',
+    apply: (text) =>
+      text.replace(`    errorResponse = results = null
+
+    if (initial)
+      return reconnect()
+`, `    errorResponse = results = null
+
+    /* respin: a startup closed cleanly fails its query */
+    if (initial && options.host.length > 1)
+      return reconnect()
+    initial && (queryError(initial, lost), initial = null)
+`),
   },
 ]
 

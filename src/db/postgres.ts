@@ -24,8 +24,19 @@ export interface Postgres {
   close(): Promise<void>
 }
 
+/**
+ * Seconds before a dropped connection is opened again. postgres.js' default grows with a retry count the
+ * whole pool shares (3^n / 100 s, up to 20 s), so the connections one outage drops together count as that
+ * many retries: after a 1 s outage of a 14-connection pool, its next connections waited 10-20 s, the
+ * engines stalled and a shutdown took ~18 s (test/system/health-degraded.test.ts). The same growth, capped
+ * at 2 s: a pool is back within ~2 s of PostgreSQL, and still tries at most once a second or so per
+ * connection against a server that is down.
+ */
+export const reconnectBackoffSeconds = (retries: number) => (0.5 + Math.random() / 2) * Math.min(3 ** retries / 100, 2)
+
 const driverOptions = {
   onnotice: () => {},
+  backoff: reconnectBackoffSeconds,
   // Keep numeric/bigint columns exact: money sums stay strings until a feature decides otherwise.
   types: {},
   connection: { application_name: 'respin' },

@@ -1,5 +1,7 @@
 import net from 'node:net'
+import postgres from 'postgres'
 import t from 'tap'
+import { reconnectBackoffSeconds } from '../../src/db/postgres.ts'
 import { isolateDatabase, startHarness } from '../helpers/harness.ts'
 
 // Redis configured but nothing listens there: health says so quickly instead of hanging, and answers 200,
@@ -24,8 +26,10 @@ t.test('a failing optional dependency (Redis) is reported in checks, with 200', 
 async function relay(target: { host: string; port: number }) {
   let cut = false
   let silent = false
+  let connections = 0
   const sockets = new Set<net.Socket>()
   const server = net.createServer((client) => {
+    connections++
     if (cut) {
       client.destroy()
       return
@@ -42,6 +46,9 @@ async function relay(target: { host: string; port: number }) {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   return {
     port: (server.address() as net.AddressInfo).port,
+    get connections() {
+      return connections
+    },
     cut() {
       cut = true
       for (const s of sockets) s.destroy()
@@ -76,6 +83,7 @@ t.test(
       first = await h.request('GET', '/health')
     }
     t.equal(first.status, 200, `healthy before the cut: ${first.text}`)
+    const tenant = await h.createTenant()
     pg.cut()
     await new Promise((resolve) => setTimeout(resolve, 1100)) // past the 1 s result cache
     const down = await h.request('GET', '/health')
@@ -85,6 +93,12 @@ t.test(
     const live = await h.request('GET', '/health/live')
     t.equal(live.status, 200, 'liveness depends on nothing')
     t.same(live.body, { status: 'ok' })
+    // The relay closes each new connection cleanly (a FIN, as a proxy in front of a down server does): the
+    // driver used to reconnect in a loop and hold the request until the outage ended (mend 8 of
+    // scripts/patch-postgres.mjs). It answers now, within the reconnect backoff.
+    const players = await h.request('GET', '/players', { key: tenant.key })
+    t.equal(players.status, 503, `a request that needs PostgreSQL answers 503 during the outage: ${players.text}`)
+    t.equal(players.body?.details?.reason, 'DATABASE_UNAVAILABLE')
     pg.restore()
     let back = down
     for (let i = 0; i < 20 && back.status !== 200; i++) {
@@ -92,6 +106,41 @@ t.test(
       back = await h.request('GET', '/health')
     }
     t.equal(back.status, 200, 'healthy again once PostgreSQL answers')
+    // The engines' connections were dropped together: the driver's default backoff, counted over the whole
+    // pool, kept them away from PostgreSQL 10-20 s after it was back (a stop waited ~18 s for the campaign
+    // engine's step). Capped at 2 s (src/db/postgres.ts, reconnectBackoffSeconds).
+    const started = performance.now()
+    await h.app.close()
+    const took = performance.now() - started
+    t.ok(took < 8000, `stopped in ${Math.round(took)} ms after a 1 s outage (was ~18 s)`)
+  },
+)
+
+t.test(
+  'the driver: a query whose new connection is closed cleanly at startup fails, not reconnects in a loop for the outage',
+  { skip: databaseUrl ? false : 'needs DATABASE_URL (a PostgreSQL server to relay to)' },
+  async (t) => {
+    // The outage a proxy in front of a down server looks like: each connection accepted, then closed with a
+    // FIN. postgres.js 3.4.9 kept the query and reconnected at once, ~700 times a second, for as long as it
+    // lasted (mend 8 of scripts/patch-postgres.mjs).
+    const url = new URL(databaseUrl as string)
+    const pg = await relay({ host: url.hostname, port: Number(url.port || 5432) })
+    t.teardown(() => pg.close())
+    url.host = `127.0.0.1:${pg.port}`
+    const sql = postgres(url.toString(), { max: 1, backoff: reconnectBackoffSeconds, onnotice: () => {} })
+    t.teardown(() => sql.end({ timeout: 1 }))
+    t.same(await sql`select 1 as one`, [{ one: 1 }])
+    pg.cut()
+    await new Promise((resolve) => setTimeout(resolve, 300)) // the pool has seen its connection close
+    const before = pg.connections
+    const outcome = await Promise.race([
+      sql`select 2`.then(() => 'answered', (err: { code?: string }) => err.code),
+      new Promise((resolve) => setTimeout(() => resolve('still waiting after 4 s'), 4000)),
+    ])
+    t.equal(outcome, 'CONNECTION_CLOSED', 'the query fails with the close')
+    t.ok(pg.connections - before <= 3, `${pg.connections - before} connection attempts for it`)
+    pg.restore()
+    t.same(await sql`select 3 as three`, [{ three: 3 }], 'the next query connects again')
   },
 )
 
