@@ -1,9 +1,8 @@
 // Cache invalidation across every process serving the API. With a PostgreSQL server it rides on
 // LISTEN/NOTIFY; embedded PGlite is single-process, so local delivery is all there is.
 import { randomUUID } from 'node:crypto'
-import postgres from 'postgres'
 import type { Logger } from '../lib/log.ts'
-import type { Postgres } from './postgres.ts'
+import { listenerConnection, type Postgres } from './postgres.ts'
 
 export type BusTopic = 'api_key' | 'brand' | 'event_mapping' | 'event_stream_interest' | 'webhook_endpoint'
 type Handler = (payload: string) => void
@@ -45,7 +44,7 @@ export async function openBus(pg: Postgres, log: Logger, databaseUrl?: string, o
 
   // A connection of its own, named, so every process's listener can be counted.
   const application = opts.publishOnly ? `${BUS_APPLICATION}-publisher` : BUS_APPLICATION
-  const sql = postgres(databaseUrl, { max: 2, onnotice: () => {}, connection: { application_name: application } })
+  const sql = listenerConnection(databaseUrl, application, 2)
   const waiting = new Map<string, (from: string) => void>()
   const self = randomUUID()
   const messages = opts.publishOnly

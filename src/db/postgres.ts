@@ -52,6 +52,21 @@ export const IDLE_IN_TRANSACTION_MS = 60_000
 export const API_POOL = 10
 export const ENGINE_POOL = 14
 
+/**
+ * A LISTEN connection of its own (the cache bus, the delivery and inbox wake-ups), named so it shows in
+ * pg_stat_activity. Its session asks the server for TCP keepalives every few seconds: the bus counts the
+ * listeners there and waits for each one's acknowledgement, so a listener whose host vanished without
+ * closing its connection (a partition, a VM gone) cost every publish its 5 s timeout until the server's
+ * default keepalive (2 h on Linux) noticed; now ~15 s.
+ */
+export function listenerConnection(databaseUrl: string, applicationName: string, max = 1): Sql {
+  return postgres(databaseUrl, {
+    ...driverOptions,
+    max,
+    connection: { application_name: applicationName, tcp_keepalives_idle: 5, tcp_keepalives_interval: 3, tcp_keepalives_count: 3 },
+  })
+}
+
 export async function openPostgres(
   opts: { databaseUrl: string | undefined; dataDir: string; max?: number },
   log: Logger,

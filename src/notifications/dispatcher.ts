@@ -6,9 +6,10 @@
 // (with the cap's in-flight mark, under a per-player lock), rendered, sent, and its outcome recorded with
 // its message.* event in one transaction. An in-app message has no channel call (the inbox is this
 // database): it is delivered in the transaction that checks it.
-import postgres from 'postgres'
+import type postgres from 'postgres'
 import type { BackgroundService } from '../app.ts'
 import type { AppContext } from '../context.ts'
+import { listenerConnection } from '../db/postgres.ts'
 import { createBatcher } from '../engine/batcher.ts'
 import { confirmLease, startWorkLoop, type Lease, type QueueTable } from '../engine/work-loop.ts'
 import { createOutboundHttp } from '../lib/outbound-http.ts'
@@ -440,7 +441,7 @@ export async function startDelivery(ctx: AppContext): Promise<DeliveryEngine> {
   let listener: postgres.Sql | undefined
   let unlisten: (() => Promise<void>) | undefined
   if (ctx.pg.kind !== 'pglite' && ctx.config.databaseUrl) {
-    listener = postgres(ctx.config.databaseUrl, { max: 1, onnotice: () => {}, connection: { application_name: 'respin-delivery' } })
+    listener = listenerConnection(ctx.config.databaseUrl, 'respin-delivery')
     const sub = await listener.listen(DELIVERY_CHANNEL, () => loop.wake())
     unlisten = () => sub.unlisten()
   }

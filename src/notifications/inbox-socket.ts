@@ -6,10 +6,11 @@
 import { ServerResponse, type IncomingMessage, type Server as NodeHttpServer } from 'node:http'
 import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
-import postgres from 'postgres'
+import type postgres from 'postgres'
 import type { TemplatedApp, WebSocket } from 'uWebSockets.js'
 import { WebSocketServer, type WebSocket as NodeWebSocket } from 'ws'
 import type { AppContext } from '../context.ts'
+import { listenerConnection } from '../db/postgres.ts'
 import { API_PREFIX, requestIdFrom } from '../http/router.ts'
 import type { Sql } from './delivery-queries.ts'
 import { playerOfInboxToken, type InboxItem } from './engagement.ts'
@@ -108,7 +109,7 @@ export async function createInboxHub(ctx: Pick<AppContext, 'config' | 'sql' | 'p
   let unlisten: (() => Promise<void>) | undefined
   const crossProcess = ctx.pg.kind !== 'pglite' && !!ctx.config.databaseUrl
   if (crossProcess) {
-    listener = postgres(ctx.config.databaseUrl as string, { max: 1, onnotice: () => {}, connection: { application_name: 'respin-inbox' } })
+    listener = listenerConnection(ctx.config.databaseUrl as string, 'respin-inbox')
     const sub = await listener.listen(INBOX_CHANNEL, (message) => {
       const { p, d, id } = JSON.parse(message) as { p: string; d?: InboxItem; id?: string }
       if (d) return publish(p, d)

@@ -1,7 +1,7 @@
 import net from 'node:net'
 import postgres from 'postgres'
 import t from 'tap'
-import { reconnectBackoffSeconds } from '../../src/db/postgres.ts'
+import { listenerConnection, reconnectBackoffSeconds } from '../../src/db/postgres.ts'
 import { isolateDatabase, startHarness } from '../helpers/harness.ts'
 
 // Redis configured but nothing listens there: health says so quickly instead of hanging, and answers 200,
@@ -143,6 +143,13 @@ t.test(
     t.same(await sql`select 3 as three`, [{ three: 3 }], 'the next query connects again')
   },
 )
+
+t.test('LISTEN connections ask PostgreSQL for TCP keepalives (a vanished listener is noticed in ~15 s, not 2 h)', { skip: databaseUrl ? false : 'needs DATABASE_URL' }, async (t) => {
+  const sql = listenerConnection((databaseUrl as string).replace('localhost', '127.0.0.1'), 'respin-test-listener')
+  t.teardown(() => sql.end({ timeout: 1 }))
+  const [row] = await sql`select current_setting('tcp_keepalives_idle') as idle, current_setting('tcp_keepalives_count') as count, current_setting('application_name') as name`
+  t.same(row, { idle: '5', count: '3', name: 'respin-test-listener' })
+})
 
 const redisUrl = process.env.REDIS_URL
 t.test(
