@@ -20,6 +20,12 @@ import type { CampaignStatus } from './status.ts'
 type Deps = Pick<AppContext, 'sql' | 'log' | 'clock' | 'delivery'>
 
 /** Players per chunk transaction. */
+
+/**
+ * How long an ended pause is remembered (see onStatusChange). The event stream applies an event seconds
+ * after it is received, minutes in a backlog; a week covers any outage it could recover from.
+ */
+export const PAUSE_SPANS_KEPT_MS = 7 * 24 * 3600_000
 export const CHUNK_SIZE = 1000
 /** How long a process may hold a run or a participant before another may take it over (renewed per chunk). */
 export const LEASE_MS = 5_000
@@ -95,7 +101,16 @@ export async function onStatusChange(tx: Sql, c: EngineCampaign, from: CampaignS
     if (c.type === 'one_shot' || (c.type === 'journey' && c.target_segment_id)) await startRun(tx, c, 'start', now)
   }
   if (c.status === 'paused') {
-    await tx`update campaigns set paused_spans = paused_spans || jsonb_build_array(jsonb_build_array(${now.toISOString()}::text, null)) where id = ${c.id}`
+    // A pause only matters to events received during it that the stream has yet to apply (judged by their
+    // received time: events.ts), so spans that ended PAUSE_SPANS_KEPT_MS ago are dropped here: a campaign
+    // paused and resumed all day would otherwise carry every span for its life, parsed on every batch.
+    const keptSince = new Date(now.getTime() - PAUSE_SPANS_KEPT_MS).toISOString()
+    await tx`
+      update campaigns set paused_spans = coalesce((
+          select jsonb_agg(s order by n) from jsonb_array_elements(paused_spans) with ordinality as e(s, n)
+          where s ->> 1 is null or s ->> 1 >= ${keptSince}), '[]'::jsonb)
+        || jsonb_build_array(jsonb_build_array(${now.toISOString()}::text, null))
+      where id = ${c.id}`
   }
   if (from === 'paused') {
     // The pause ends (resumed, cancelled or completed): its span gets its end.

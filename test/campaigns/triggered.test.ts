@@ -167,6 +167,25 @@ t.test('events while paused enroll nobody; after resume they do', async (t) => {
   t.equal((await sent(h, c.id)).length, 1)
 })
 
+t.test('a pause forgets the pauses that ended over a week ago (no span list growing for the campaign\'s life)', async (t) => {
+  const tenant = await h.createTenant()
+  const c = await triggered(tenant)
+  const day = 24 * 3600_000
+  const iso = (ago: number) => new Date(Date.now() - ago).toISOString()
+  const old: [string, string] = [iso(9 * day), iso(8 * day)]
+  const recent: [string, string] = [iso(2 * day), iso(1 * day)]
+  await ctx.sql`update campaigns set paused_spans = ${ctx.sql.json([old, recent])} where id = ${c.id}`
+  await move(h, tenant, c.id, 'paused')
+  const [row] = await ctx.sql<{ paused_spans: [string, string | null][] }[]>`select paused_spans from campaigns where id = ${c.id}`
+  t.equal(row!.paused_spans.length, 2, 'the old span dropped, the recent one and the new one kept')
+  t.same(row!.paused_spans[0], recent)
+  t.equal(row!.paused_spans[1]![1], null, 'the new pause is open')
+  await event(tenant, 'p1', 'deposit', { amount: 100, currency: 'EUR' })
+  await move(h, tenant, c.id, 'running')
+  await event(tenant, 'p1', 'deposit', { amount: 100, currency: 'EUR' })
+  t.equal((await sent(h, c.id)).length, 1, 'the event during the pause enrolled nobody, the one after did')
+})
+
 t.test('delay_seconds holds the send; cancel drops a held one', async (t) => {
   const tenant = await h.createTenant()
   const c = await triggered(tenant, { delay_seconds: 1 })
