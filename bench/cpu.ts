@@ -15,32 +15,40 @@ export function cpuSeconds(pid: number): number {
   return readStat(`/proc/${pid}/stat`).seconds
 }
 
-/** Sums CPU seconds by a name `nameOf` gives each stat file (undefined: left out); files that vanish are skipped. */
-function cpuByName(paths: string[], nameOf: (name: string, path: string) => string | undefined): Map<string, number> {
-  const m = new Map<string, number>()
+/**
+ * CPU seconds per stat file (keyed by its path: one thread or process), with the name `nameOf` gives it
+ * (undefined: left out); files that vanish are skipped. Readings are compared file by file and summed by
+ * name only then: ClickHouse renames its pool threads by the task they run (ThreadPool, QueryCompPipeEx,
+ * RuntimeData, ...), and a reading keyed by name counted such a thread's whole life as the run's when its
+ * name changed in between (one run showed 162 µs per event of "RuntimeData" that way).
+ */
+function cpuByFile(paths: string[], nameOf: (name: string, path: string) => string | undefined): CpuReading {
+  const m: CpuReading = new Map()
   for (const path of paths) {
     try {
       const { name, seconds } = readStat(path)
       const key = nameOf(name, path)
-      if (key) m.set(key, (m.get(key) ?? 0) + seconds)
+      if (key) m.set(path, { name: key, seconds })
     } catch {}
   }
   return m
 }
 
+const total = (r: CpuReading) => [...r.values()].reduce((s, x) => s + x.seconds, 0)
+
 /**
- * CPU seconds per thread group of a process (main thread apart, other threads by name without digits).
- * Node names every thread `node` (worker threads, V8's GC helpers, libuv's pool alike): BENCH_TIDS=1
- * lists them one by one by thread id, to tell a busy worker thread from the rest.
+ * CPU seconds per thread of a process, named for the report: the main thread apart, other threads by name
+ * without digits. Node names every thread `node` (worker threads, V8's GC helpers, libuv's pool alike):
+ * BENCH_TIDS=1 names them by thread id too, to tell a busy worker thread from the rest.
  */
-export function threadCpu(pid: number, prefix = ''): Map<string, number> {
+export function threadCpu(pid: number, prefix = ''): CpuReading {
   const main = `/proc/${pid}/task/${pid}/stat`
   const byTid = process.env.BENCH_TIDS === '1'
   let paths: string[] = []
   try {
     paths = readdirSync(`/proc/${pid}/task`).map((tid) => `/proc/${pid}/task/${tid}/stat`)
   } catch {}
-  return cpuByName(paths, (name, path) => prefix + (path === main ? 'main' : byTid ? `${name}#${path.split('/')[4]}` : name.replace(/[0-9]+$/, '')))
+  return cpuByFile(paths, (name, path) => prefix + (path === main ? 'main' : byTid ? `${name}#${path.split('/')[4]}` : name.replace(/[0-9]+$/, '')))
 }
 
 /** Every process's /proc stat file (none where there is no /proc). */
@@ -56,9 +64,9 @@ function processStatPaths(): string[] {
  * CPU seconds of this machine's PostgreSQL and Redis servers (every process by that name). Empty when
  * they run elsewhere. A backend that exits takes its seconds with it: read while the pool is open.
  */
-export function storeCpu(): Map<string, number> {
+export function storeCpu(): CpuReading {
   const names: Record<string, string> = { postgres: 'PostgreSQL', 'redis-server': 'Redis' }
-  return cpuByName(processStatPaths(), (name) => names[name])
+  return cpuByFile(processStatPaths(), (name) => names[name])
 }
 
 /**
@@ -66,12 +74,12 @@ export function storeCpu(): Map<string, number> {
  * listed once (a new backend after that is not counted; open the connections first).
  */
 export function postgresCpuMeter(): () => number {
-  const paths = [...cpuByName(processStatPaths(), (name, path) => (name === 'postgres' ? path : undefined)).keys()]
-  return () => cpuByName(paths, () => 'pg').get('pg') ?? 0
+  const paths = [...cpuByFile(processStatPaths(), (name) => (name === 'postgres' ? 'pg' : undefined)).keys()]
+  return () => total(cpuByFile(paths, () => 'pg'))
 }
 
-/** One reading of everything a bench names: its own threads, other processes of its own, the stores. */
-export type CpuReading = Map<string, number>
+/** One reading of everything a bench names (its own threads, other processes of its own, the stores), by stat file. */
+export type CpuReading = Map<string, { name: string; seconds: number }>
 
 /** `others`: processes of the bench's own (a server, a receiver) by name, each split by thread like the bench. */
 export function readCpu(others: Record<string, number | undefined> = {}): CpuReading {
@@ -81,9 +89,12 @@ export function readCpu(others: Record<string, number | undefined> = {}): CpuRea
 }
 
 function perItem(before: CpuReading, after: CpuReading, items: number): [string, number][] {
-  const parts: [string, number][] = []
-  for (const [k, v] of after) parts.push([k, ((v - (before.get(k) ?? 0)) / Math.max(1, items)) * 1e6])
-  return parts.filter(([, us]) => us >= 0.5).sort((a, b) => b[1] - a[1])
+  const byName = new Map<string, number>()
+  for (const [file, { name, seconds }] of after) byName.set(name, (byName.get(name) ?? 0) + seconds - (before.get(file)?.seconds ?? 0))
+  return [...byName]
+    .map(([name, s]): [string, number] => [name, (s / Math.max(1, items)) * 1e6])
+    .filter(([, us]) => us >= 0.5)
+    .sort((a, b) => b[1] - a[1])
 }
 
 const format = (parts: [string, number][]) => parts.map(([k, us]) => `${k} ${us.toFixed(1)}`).join(', ')

@@ -13,7 +13,7 @@ import { openClickHouse } from '../src/db/clickhouse.ts'
 import { migrateClickHouse } from '../src/db/migrate.ts'
 import { EVENT_COLUMNS } from '../src/events/event-rows.ts'
 import { createLogger } from '../src/lib/log.ts'
-import { cpuParts, cpuSeconds, storeCpu, threadCpu } from './cpu.ts'
+import { cpuParts, cpuSeconds, storeCpu, threadCpu, type CpuReading } from './cpu.ts'
 import { pct, runLoad, type LoadResult } from './ingest/load.ts'
 import { freshDatabase } from './fresh-database.ts'
 import { makeBodies, transformBodies } from './ingest/workload.ts'
@@ -74,7 +74,7 @@ function recordPerf(name: string, seconds: number): void {
 }
 
 /** "; stores: PostgreSQL 41.0, Redis 3.1" (µs/event since `before`), or nothing if neither runs here. */
-function storeLine(before: Map<string, number> | undefined, events: number): string {
+function storeLine(before: CpuReading | undefined, events: number): string {
   const after = storeCpu()
   const used = before && cpuParts(before, after, events)
   return used ? `; stores: ${used}` : ''
