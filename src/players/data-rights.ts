@@ -271,13 +271,31 @@ const erasureQueue = (sink: string): QueueTable => ({
 })
 
 /** The rollups keyed by player (clickhouse/0010, 0015): each `<name>_mv` fills `<name>` from events. */
-const PLAYER_ROLLUPS = ['rollup_player_buckets', 'rollup_player_totals', 'rollup_player_months', 'rollup_players', 'rollup_player_keys']
+export const PLAYER_ROLLUPS = ['rollup_player_buckets', 'rollup_player_totals', 'rollup_player_months', 'rollup_players', 'rollup_player_keys']
+/** What retention dropped of each player's totals (clickhouse/0012): no view, deleted with the rollups. */
+const EXPIRED_TOTALS = 'rollup_player_totals_expired'
+/**
+ * Every ClickHouse table holding player ids, each handled by an erasure. A new one must be added here and
+ * handled: test/players/data-rights.test.ts fails until it is, so an erasure never leaves a player behind.
+ */
+export const PLAYER_TABLES = ['events', ...PLAYER_ROLLUPS, EXPIRED_TOTALS]
+/**
+ * A rollup view's query (system.tables.as_select) reading only the id's events numbered below the hold,
+ * for the rebuild; throws for a view that does not read `events` exactly once (say, a join or a subquery
+ * over it), which this rewrite cannot narrow.
+ */
+export function rollupRebuildSource(table: string, asSelect: string): string {
+  // as_select names `events` with or without its database; a subquery's ends with its parenthesis.
+  const from = /\bFROM\s+(`?\w+`?\.)?`?events`?(?=[\s),;]|$)/gi
+  if ((asSelect.match(from) ?? []).length !== 1) throw new Error(`rollup ${table}: its view does not read events once`)
+  return asSelect.replace(from, (m) => `FROM (SELECT * FROM ${m.replace(/^FROM\s+/i, '')} WHERE tenant_id = {tenant:UUID} AND brand_id = {brand:UUID} AND player_id = {ext:String} AND seq < {below:UInt64}) AS events`)
+}
 
 /** A player's rows in the per-player rollups, gone (`player`: the placeholder of the original id or the token). */
 async function deletePlayerRollups(ctx: AppContext, params: Record<string, unknown>, player: string): Promise<void> {
   // rollup_player_totals_expired (clickhouse/0012) too: what retention dropped of the original's events is
   // no longer in its totals once they are rebuilt from the events that are left.
-  for (const table of [...PLAYER_ROLLUPS, 'rollup_player_totals_expired']) {
+  for (const table of [...PLAYER_ROLLUPS, EXPIRED_TOTALS]) {
     await ctx.ch.command(`ALTER TABLE ${table} DELETE WHERE tenant_id = {tenant:UUID} AND brand_id = {brand:UUID} AND player_id = ${player} SETTINGS mutations_sync = 2`, params)
   }
 }
@@ -306,11 +324,7 @@ async function resetPlayerRollups(ctx: AppContext, params: Record<string, unknow
     const columns = (await ctx.ch.query<{ c: string }>(
       'SELECT name AS c FROM system.columns WHERE database = currentDatabase() AND table = {t:String} ORDER BY position', { t: table })).map((r) => `\`${r.c}\``).join(', ')
     if (!view?.q || !columns) throw new Error(`rollup ${table}: view or columns not found`)
-    // The view reads `events` (as_select names it with or without its database): here only the id's
-    // events numbered before the hold.
-    const from = /\bFROM\s+(`?\w+`?\.)?`?events`?(?=\s|$)/gi
-    if ((view.q.match(from) ?? []).length !== 1) throw new Error(`rollup ${table}: its view does not read events once`)
-    const source = view.q.replace(from, (m) => `FROM (SELECT * FROM ${m.replace(/^FROM\s+/i, '')} WHERE tenant_id = {tenant:UUID} AND brand_id = {brand:UUID} AND player_id = {ext:String} AND seq < {below:UInt64}) AS events`)
+    const source = rollupRebuildSource(table, view.q)
     await ctx.ch.command(`INSERT INTO ${table} (${columns}) SELECT ${columns} FROM (${source}) SETTINGS insert_deduplicate = 0`, scope)
   }
 }

@@ -5,7 +5,7 @@ import { randomBytes, randomUUID } from 'node:crypto'
 import t from 'tap'
 import { GAME_TYPES_SQL, playerMoneyRows } from '../../src/analytics/queries.ts'
 import { dropExpiredPartitions, expiredPartitions, openDrop, recordExpiredTotals, retentionDropped } from '../../src/events/retention.ts'
-import { runErasure } from '../../src/players/data-rights.ts'
+import { PLAYER_ROLLUPS, PLAYER_TABLES, rollupRebuildSource, runErasure } from '../../src/players/data-rights.ts'
 import { startHarness, type Harness } from '../helpers/harness.ts'
 import { ev, post, uid } from '../events/helpers.ts'
 
@@ -42,6 +42,23 @@ const chEvents = (tenantId: string, playerId: string) =>
     'SELECT event_id, player_id, raw, toString(amount) AS amount, event_type FROM events WHERE tenant_id = {t:UUID} AND player_id = {p:String} ORDER BY seq',
     { t: tenantId, p: playerId },
   )
+
+t.test('every ClickHouse table holding player ids is one an erasure handles, and every rebuilt rollup\'s view can be narrowed', async (t) => {
+  const ch = h.app.ctx.ch
+  const tables = await ch.query<{ table: string }>(`
+    SELECT DISTINCT c.table AS table FROM system.columns AS c
+    JOIN system.tables AS s ON s.database = c.database AND s.name = c.table
+    WHERE c.database = currentDatabase() AND c.name = 'player_id' AND s.engine NOT IN ('MaterializedView', 'View')
+    ORDER BY table`)
+  t.same(tables.map((r) => r.table), [...PLAYER_TABLES].sort(), 'a new table with player ids needs its place in the erasure (src/players/data-rights.ts)')
+  for (const table of PLAYER_ROLLUPS) {
+    const [view] = await ch.query<{ q: string }>('SELECT as_select AS q FROM system.tables WHERE database = currentDatabase() AND name = {v:String}', { v: `${table}_mv` })
+    t.ok(view?.q, `${table}_mv exists`)
+    const source = rollupRebuildSource(table, view!.q)
+    t.match(source, /seq < \{below:UInt64\}\) AS events/, `${table}: its view reads events once, narrowed to the player`)
+  }
+  t.throws(() => rollupRebuildSource('x', 'SELECT a FROM events JOIN (SELECT b FROM events) USING (c)'), /does not read events once/)
+})
 
 t.test('export streams everything held about the player', async (t) => {
   const tenant = await h.createTenant()
