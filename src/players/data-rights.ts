@@ -60,6 +60,8 @@ function scrubData(data: Record<string, unknown>, s: PlayerSubject): Record<stri
 /**
  * Personal data outside the player row's cascade (contact points, inbox bodies, ...): each step removes
  * its feature's data of the player inside the erasure's transaction. Features append their step at import.
+ * A table with a player_id that does not cascade from players fails test/players/data-rights.test.ts until
+ * it is listed there with how the erasure handles it.
  */
 export const ERASURE_STEPS: ((tx: TransactionSql, subject: PlayerSubject) => Promise<void>)[] = [
   // Outbox events keep their ids (webhook receivers may be mid-delivery) but lose the personal data, and
