@@ -80,10 +80,28 @@ function configOrExit() {
 }
 const config = configOrExit()
 const log = createLogger(config.logLevel)
-const pg = await openPostgres({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, max: 2 }, log)
+/**
+ * A database the CLI cannot use (the embedded one held by a running server, a server that does not
+ * answer) is a one-line message and exit 1, not a stack trace: the operator's next step is in it.
+ */
+function cannotOpen(err: unknown): never {
+  const message = err instanceof Error ? err.message : String(err)
+  const hint = /in use by process/.test(message)
+    ? 'stop the server first, or use the admin API (/api/v1/admin/*, with ADMIN_KEY) while it runs'
+    : config.databaseUrl
+      ? 'check DATABASE_URL and that the server answers'
+      : `check DATA_DIR (${config.dataDir})`
+  process.stderr.write(`cannot open the database: ${message}\n${hint}\n`)
+  if (config.logLevel === 'debug' || config.logLevel === 'trace') process.stderr.write(`${(err as Error)?.stack ?? ''}\n`)
+  process.exit(1)
+}
+const pg = await openPostgres({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, max: 2 }, log).catch(cannotOpen)
 let exitCode = 0
 try {
-  await migratePostgres(pg.sql)
+  await migratePostgres(pg.sql).catch(async (err: unknown) => {
+    await pg.close().catch(() => {})
+    cannotOpen(err)
+  })
   const bus = await openBus(pg, log, config.databaseUrl, { publishOnly: true })
   const deps = { sql: pg.sql, bus }
   const result = await run(deps)

@@ -1,6 +1,6 @@
 // `npm run admin -- ...` bootstraps an installation straight against the database.
-import { execFileSync } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { execFileSync, spawnSync } from 'node:child_process'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
@@ -45,4 +45,30 @@ t.test('bootstrap creates a tenant, its default brand and a working full-access 
 
 t.test('a usage error exits non-zero with the usage text', async (t) => {
   t.throws(() => execFileSync(process.execPath, ['--import', './src/ts-loader.mjs', 'src/admin/cli.ts', 'key:create'], { encoding: 'utf8', stdio: 'pipe' }))
+})
+
+t.test('a database the CLI cannot open is a message naming the next step and exit 1, not a stack trace', async (t) => {
+  const run = (env: Record<string, string>) =>
+    spawnSync(process.execPath, ['--import', './src/ts-loader.mjs', 'src/admin/cli.ts', 'tenant:list'], {
+      env: { ...process.env, CLICKHOUSE_URL: '', REDIS_URL: '', LOG_LEVEL: 'silent', ...env },
+      encoding: 'utf8',
+      timeout: 60_000,
+    })
+  // The embedded database held by a running server (here: this test process, alive, holds the lock).
+  const held = mkdtempSync(join(tmpdir(), 'respin-cli-held-'))
+  t.teardown(() => rmSync(held, { recursive: true, force: true }))
+  writeFileSync(join(held, 'postgres.pid'), String(process.pid))
+  const busy = run({ DATA_DIR: held, DATABASE_URL: '' })
+  t.equal(busy.status, 1)
+  t.match(busy.stderr, /in use by process \d+/)
+  t.match(busy.stderr, /stop the server first, or use the admin API/)
+  t.notMatch(busy.stderr, /\n\s+at /, 'no stack trace')
+  t.equal(busy.stdout, '')
+
+  // A PostgreSQL server that does not answer.
+  const refused = run({ DATA_DIR: held, DATABASE_URL: 'postgres://postgres@127.0.0.1:1/respin' })
+  t.equal(refused.status, 1)
+  t.match(refused.stderr, /cannot open the database: .*ECONNREFUSED/)
+  t.match(refused.stderr, /check DATABASE_URL/)
+  t.notMatch(refused.stderr, /\n\s+at /, 'no stack trace')
 })
