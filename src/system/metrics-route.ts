@@ -5,7 +5,7 @@ import { safeEqual } from '../auth/keys.ts'
 import type { AppContext } from '../context.ts'
 import { AppError, unauthorized } from '../errors.ts'
 import { renderError, STATUS_TEXT } from '../http/errors.ts'
-import type { Traffic } from '../http/router.ts'
+import { requestIdFrom, type Traffic } from '../http/router.ts'
 
 export const METRICS_PATH = '/metrics'
 const CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8'
@@ -34,6 +34,8 @@ export function registerMetricsRoute(app: MetricsApp, ctx: AppContext, traffic: 
     res.onAborted(() => {
       aborted = true
     })
+    // An error answer carries a request id like every other (docs/errors.md): the caller's, else a new one.
+    const requestId = requestIdFrom(req.getHeader('x-request-id') || undefined)
     const finish = (status: number, body: string, contentType: string) => {
       traffic.inFlight--
       metrics.observeRequest(METRICS_PATH, 'GET', status, (performance.now() - started) / 1000)
@@ -42,19 +44,20 @@ export function registerMetricsRoute(app: MetricsApp, ctx: AppContext, traffic: 
         res.writeStatus(STATUS_TEXT[status] ?? String(status))
         res.writeHeader('content-type', contentType)
         if (status === 401) res.writeHeader('www-authenticate', 'Bearer realm="metrics"')
+        if (status !== 200) res.writeHeader('x-request-id', requestId)
         res.end(body)
       })
     }
     const given = /^bearer /i.test(authz) ? authz.slice(7).trim() : ''
     if (!given || !safeEqual(given, token)) {
-      const rendered = renderError(unauthorized('metrics token required (Authorization: Bearer)'), 'metrics')
+      const rendered = renderError(unauthorized('metrics token required (Authorization: Bearer)'), requestId)
       return finish(rendered.status, JSON.stringify(rendered.body), 'application/json')
     }
     metrics.render().then(
       (text) => finish(200, text, CONTENT_TYPE),
       (err: unknown) => {
         ctx.log.error({ err }, 'metrics: render failed')
-        const rendered = renderError(new AppError('INTERNAL_ERROR', 'metrics unavailable'), 'metrics')
+        const rendered = renderError(new AppError('INTERNAL_ERROR', 'metrics unavailable'), requestId)
         finish(rendered.status, JSON.stringify(rendered.body), 'application/json')
       },
     )

@@ -29,7 +29,15 @@ const scrape = (auth?: string) => fetch(`${h.origin}/metrics`, { headers: auth ?
 t.test('GET /metrics needs the bearer token', async (t) => {
   const none = await scrape()
   t.equal(none.status, 401)
-  t.equal(((await none.json()) as { code: string }).code, 'UNAUTHORIZED')
+  const body = (await none.json()) as { code: string; request_id: string }
+  t.equal(body.code, 'UNAUTHORIZED')
+  // Like every error of the API (docs/errors.md): a request id of its own, in the body and the header.
+  t.match(body.request_id, /^[\w-]+$/)
+  t.not(body.request_id, 'metrics')
+  t.equal(none.headers.get('x-request-id'), body.request_id)
+  const own = await fetch(`${h.origin}/metrics`, { headers: { 'x-request-id': 'scrape-42' } })
+  t.equal(own.headers.get('x-request-id'), 'scrape-42', "the caller's own id is echoed")
+  t.equal(((await own.json()) as { request_id: string }).request_id, 'scrape-42')
   t.equal((await scrape(`Bearer ${token}x`)).status, 401)
   const ok = await scrape(`Bearer ${token}`)
   t.equal(ok.status, 200)
