@@ -81,7 +81,7 @@ async function playersPage(deps: Deps, input: Input, position: Record<string, un
     from page p
     left join lateral (
       -- every profile column but the ids (row_to_json of a row of them: to_jsonb minus keys cost twice as much)
-      select row_to_json((select r from (select ${sql(profileColumns.map((c) => `pp.${c}`))}) r)) as profile
+      select row_to_json((select r from (select ${sql.unsafe(profileColumns)}) r)) as profile
       from player_profiles pp where pp.player_id = p.id limit 1
     ) prof on true`
   return {
@@ -90,15 +90,26 @@ async function playersPage(deps: Deps, input: Input, position: Record<string, un
   }
 }
 
-/** The profile's columns but its ids, from the catalog once per database (a migration restarts the process). */
-const profileColumnsCache = new WeakMap<object, Promise<string[]>>()
-function profileColumnsOf(sql: Deps['sql']): Promise<string[]> {
+/**
+ * The select list of the profile's columns but its ids, from the catalog once per database (a migration
+ * restarts the process). Times are written as the rest of the API writes them (UTC, milliseconds, `Z`,
+ * as `GET /players/{id}` gives them), not in row_to_json's session-zone form (`…:24.27+00:00`).
+ */
+const profileColumnsCache = new WeakMap<object, Promise<string>>()
+function profileColumnsOf(sql: Deps['sql']): Promise<string> {
   let columns = profileColumnsCache.get(sql)
   if (!columns) {
-    columns = sql<{ c: string }[]>`
-      select column_name as c from information_schema.columns
+    columns = sql<{ c: string; t: string }[]>`
+      select column_name as c, data_type as t from information_schema.columns
       where table_schema = current_schema() and table_name = 'player_profiles' and column_name not in ('player_id', 'tenant_id', 'brand_id')
-      order by ordinal_position`.then((rows) => rows.map((r) => r.c))
+      order by ordinal_position`.then((rows) =>
+      rows
+        .map(({ c, t }) => {
+          const name = `"${c.replace(/"/g, '""')}"`
+          return t === 'timestamp with time zone' ? `to_char(pp.${name} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as ${name}` : `pp.${name}`
+        })
+        .join(', '),
+    )
     columns.catch(() => profileColumnsCache.delete(sql))
     profileColumnsCache.set(sql, columns)
   }

@@ -92,6 +92,16 @@ t.test('players: creation order, record and profile, incremental', async (t) => 
   t.notOk('tenant_id' in (all.rows[0]?.profile as object), 'no internal ids in the profile')
   const a = (await h.request('GET', `/players/${all.rows[0]?.id}`, { key: t2.key })).body.data
   t.same([all.rows[0]?.created_at, all.rows[0]?.updated_at], [a.created_at, a.updated_at], 'times as the player record gives them')
+  // The profile's times too: UTC with milliseconds and `Z`, as GET /players/{id} gives them (they came in
+  // row_to_json's session-zone form, `2026-11-28T03:11:24.27+00:00`).
+  const d = (await h.request('GET', `/players/${all.rows[3]?.id}`, { key: t2.key })).body.data
+  const dProfile = all.rows[3]?.profile as Record<string, unknown>
+  for (const f of ['first_seen_at', 'last_seen_at', 'first_deposit_at', 'last_deposit_at']) {
+    t.match(dProfile[f], /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/, `profile.${f} in the API's form`)
+    t.equal(dProfile[f], d.profile[f], `profile.${f} as GET /players/{id} gives it`)
+  }
+  t.equal(dProfile.last_login_at, null)
+  t.match(dProfile.updated_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
   t.same(Object.keys(all.rows[0] as object), ['id', 'external_id', 'email', 'phone', 'status', 'metadata', 'created_at', 'updated_at', 'profile'])
   await h.request('POST', '/players', { key: t2.key, body: { external_id: 'e' } })
   // A page reads players created before the oldest transaction then running (playersPage): another
