@@ -8,6 +8,9 @@ export type { Redis }
 
 const COMMAND_TIMEOUT_MS = 2000
 
+/** Each client's last connection error ('' while connected), for health to say why it fails. */
+const lastErrors = new WeakMap<Redis, () => string>()
+
 export function openRedis(redisUrl: string | undefined, log: Logger): Redis | undefined {
   if (!redisUrl) return undefined
   const redis = new Redis(redisUrl, {
@@ -19,6 +22,7 @@ export function openRedis(redisUrl: string | undefined, log: Logger): Redis | un
     retryStrategy: (times) => Math.min(times * 200, 2000),
   })
   let lastError = ''
+  lastErrors.set(redis, () => lastError)
   redis.on('error', (err: Error) => {
     // ioredis repeats the same error on every reconnect attempt: log each distinct one once.
     if (err.message !== lastError) log.warn({ err }, 'redis error')
@@ -58,8 +62,19 @@ export function openRedis(redisUrl: string | undefined, log: Logger): Redis | un
   return redis
 }
 
+/**
+ * A PING within timeoutMs. While the client is not connected, ioredis refuses the command with its own
+ * wording ("Stream isn't writeable and enableOfflineQueue options is false"), which tells an operator
+ * nothing: the error is then why it is not connected (`connect ECONNREFUSED 127.0.0.1:6390`).
+ */
 export async function pingRedis(redis: Redis, timeoutMs: number): Promise<void> {
-  await withTimeout(redis.ping(), timeoutMs, 'redis')
+  try {
+    await withTimeout(redis.ping(), timeoutMs, 'redis')
+  } catch (err) {
+    const cause = lastErrors.get(redis)?.()
+    if (redis.status !== 'ready' && cause) throw new Error(`not connected (${redis.status}): ${cause}`)
+    throw err
+  }
 }
 
 export async function closeRedis(redis: Redis | undefined): Promise<void> {

@@ -15,6 +15,9 @@ t.test('a failing optional dependency (Redis) is reported in checks, with 200', 
   t.equal(res.body.status, 'ok')
   t.equal(res.body.service, 'respin')
   t.match(res.body.checks.redis, { status: 'fail', required: false, error: String, impact: /ingestion goes on/ })
+  // Why, in words an operator can act on: the connection's error, not ioredis's refusal of the PING
+  // ("Stream isn't writeable and enableOfflineQueue options is false").
+  t.match(res.body.checks.redis.error, /^not connected \(\w+\): .*ECONNREFUSED 127\.0\.0\.1:1/)
   t.equal(res.body.checks.postgres.status, 'ok')
   t.equal((await h.request('GET', '/health/live')).status, 200)
 })
