@@ -45,6 +45,7 @@ const Env = Type.Object({
   HTTP_BODY_TIMEOUT_MS: Type.Optional(Ms),
   GAMIFICATION_TICK_MS: Type.Optional(Ms),
   EVENT_STREAM_LOOPS: Type.Optional(Type.String({ pattern: '^([1-9]|[1-5][0-9]|6[0-4])$' })),
+  RESPONSE_SCHEMA_CHECK: Type.Optional(Type.Union([Type.Literal('off'), Type.Literal('log'), Type.Literal('error')])),
 })
 
 export interface Config {
@@ -97,6 +98,11 @@ export interface Config {
   secretKey: string | undefined
   /** Completed webhook deliveries and dispatched outbox rows are pruned after this many days. */
   webhookRetentionDays: number
+  /**
+   * Whether the router checks every 2xx JSON body against the schema its route documents (src/http/router.ts):
+   * off (default; costs nothing), log (a warning per mismatch), error (a 500 instead: the test suite's setting).
+   */
+  responseSchemaCheck: 'off' | 'log' | 'error'
 }
 
 /** Every environment variable the service reads (docker-compose.yml may set only these: a test checks it). */
@@ -167,6 +173,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     eventRetentionDays: e.EVENT_RETENTION_DAYS ? Number(e.EVENT_RETENTION_DAYS) : undefined,
     secretKey: e.SECRET_KEY,
     webhookRetentionDays: Number(e.WEBHOOK_RETENTION_DAYS ?? 30),
+    responseSchemaCheck: e.RESPONSE_SCHEMA_CHECK ?? 'off',
   }
 }
 

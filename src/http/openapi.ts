@@ -1,7 +1,7 @@
 // The OpenAPI 3.1 document, generated from the same route table the router serves.
 import type { TSchema } from 'typebox'
 import { ErrorBody } from '../lib/schemas.ts'
-import type { ResponseSpec, RouteDef } from './route.ts'
+import { isResponseSpec, type RouteDef } from './route.ts'
 import { API_PREFIX, idParamsOf } from './router.ts'
 
 type Json = Record<string, unknown>
@@ -49,10 +49,6 @@ function parameters(schema: TSchema | undefined, where: 'path' | 'query', compon
     schema: s,
     ...(typeof s.description === 'string' ? { description: s.description } : {}),
   }))
-}
-
-function isResponseSpec(spec: TSchema | ResponseSpec): spec is ResponseSpec {
-  return typeof (spec as { description?: unknown }).description === 'string' && ('contentType' in spec || 'content' in spec)
 }
 
 export function buildOpenApi(routes: RouteDef[], version: string): Json {

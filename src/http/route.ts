@@ -56,6 +56,11 @@ export type ResponseSpec = { description: string; headers?: Record<string, { des
   | { content: Record<string, TSchema> }
 )
 
+/** Whether a documented response is a ResponseSpec (description and content types) rather than a bare JSON schema. */
+export function isResponseSpec(spec: TSchema | ResponseSpec): spec is ResponseSpec {
+  return typeof (spec as { description?: unknown }).description === 'string' && ('contentType' in spec || 'content' in spec)
+}
+
 interface RouteShape<P, Q, B> {
   method: Method
   /** Relative to /api/v1, with uWS-style parameters: `/players/:id`. */

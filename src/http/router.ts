@@ -1,7 +1,7 @@
 // Turns route definitions into uWS handlers: precompiled TypeBox checks, query coercion, auth, scopes,
 // brand resolution and error rendering, so feature handlers receive typed, validated input.
 import { randomBytes } from 'node:crypto'
-import type { TSchema } from 'typebox'
+import Type, { type TSchema } from 'typebox'
 import { Compile, type Validator } from 'typebox/compile'
 import { safeEqual } from '../auth/keys.ts'
 import type { Principal } from '../auth/types.ts'
@@ -11,7 +11,7 @@ import type { Logger } from '../lib/log.ts'
 import { isUuid } from '../lib/schemas.ts'
 import { AppError, badRequest, forbidden, unauthorized } from '../errors.ts'
 import { renderError, STATUS_TEXT } from './errors.ts'
-import { Reply, type RouteDef } from './route.ts'
+import { isResponseSpec, Reply, type RouteDef } from './route.ts'
 
 export const API_PREFIX = '/api/v1'
 
@@ -30,7 +30,15 @@ interface CompiledRoute {
   bodyKeys?: ReadonlySet<string>
   successStatus: number
   hasBody: boolean
+  /**
+   * With RESPONSE_SCHEMA_CHECK on: the check of each 2xx status's documented JSON body, compiled when the
+   * route first answers with that status. Absent when the check is off, so it costs nothing then.
+   */
+  responseChecks?: Map<number, ResponseCheck>
 }
+
+/** How a 2xx answer of one status is checked: its compiled schema, nothing to check, or not documented at all. */
+type ResponseCheck = Validator | 'skip' | 'undeclared'
 
 /**
  * The part of uWS's request/response API the router uses. uWS's own objects have it; src/http/node-server.ts
@@ -108,6 +116,7 @@ export function compileRoute(def: RouteDef): CompiledRoute {
 export function registerRoutes(app: RouteRegistry, ctx: AppContext, routes: RouteDef[], traffic: Traffic): void {
   for (const def of routes) {
     const route = compileRoute(def)
+    if (ctx.config.responseSchemaCheck !== 'off') route.responseChecks = new Map()
     const method = def.method === 'DELETE' ? 'del' : (def.method.toLowerCase() as 'get' | 'post' | 'put' | 'patch')
     app[method](API_PREFIX + def.path, (res, req) => handle(ctx, route, res, req, traffic))
     if (def.atRoot) app[method](def.path, (res, req) => handle(ctx, route, res, req, traffic))
@@ -186,7 +195,16 @@ function handle(ctx: AppContext, route: CompiledRoute, res: HttpResponse, req: H
     try {
       const replyObj = result instanceof Reply ? result : new Reply(route.successStatus, result)
       if (isStream(replyObj.body)) return void sendStream(ctx, res, conn, replyObj, replyObj.body, meta)
-      send(ctx, res, conn, replyObj.status, serialize(replyObj), replyObj.contentType, replyObj.headers, meta)
+      const body = serialize(replyObj)
+      if (route.responseChecks && replyObj.status >= 200 && replyObj.status < 300) {
+        const mismatch = checkResponse(route, route.responseChecks, replyObj, body)
+        if (mismatch) {
+          const details = { reason: 'RESPONSE_SCHEMA_MISMATCH', route: `${route.def.method} ${route.def.path}`, status: replyObj.status, errors: mismatch }
+          if (ctx.config.responseSchemaCheck === 'error') return fail(new AppError('INTERNAL_ERROR', 'the response does not match the schema its route documents', details))
+          ctx.log.warn({ reqId: requestId, tenantId: meta.tenantId, ...details }, 'http: response does not match its documented schema')
+        }
+      }
+      send(ctx, res, conn, replyObj.status, body, replyObj.contentType, replyObj.headers, meta)
     } catch (err) {
       fail(err)
     }
@@ -515,6 +533,53 @@ export function describeErrors(v: Validator, value: unknown, where: FieldError['
     }
   }
   return out
+}
+
+/** How many of a mismatching response's errors are reported (the first ones: the rest usually repeat them). */
+const RESPONSE_ERRORS_SHOWN = 5
+const isJsonType = (contentType: string) => /^application\/([\w.-]+\+)?json\b/i.test(contentType)
+
+/**
+ * RESPONSE_SCHEMA_CHECK: what the client receives (the serialised body, parsed back: Dates are strings
+ * there, undefined fields gone) against the schema the route documents for that status. Returns the first
+ * errors of a mismatch, undefined when it matches or is not JSON (CSV, HTML, an empty 204, Type.Unknown()).
+ */
+function checkResponse(route: CompiledRoute, checks: Map<number, ResponseCheck>, r: Reply, body: string | Buffer): { field: string; message: string }[] | undefined {
+  if (!isJsonType(r.contentType) || body.length === 0) return undefined
+  let check = checks.get(r.status)
+  if (check === undefined) {
+    check = responseCheckOf(route.def.responses[r.status])
+    checks.set(r.status, check)
+  }
+  if (check === 'skip') return undefined
+  if (check === 'undeclared') return [{ field: 'status', message: `the route documents no JSON response for status ${r.status}` }]
+  let value: unknown
+  try {
+    value = JSON.parse(typeof body === 'string' ? body : body.toString('utf8'))
+  } catch {
+    return [{ field: 'body', message: 'is not valid JSON' }]
+  }
+  if (check.Check(value)) return undefined
+  return describeErrors(check, value, 'body')
+    .slice(0, RESPONSE_ERRORS_SHOWN)
+    .map(({ field, message }) => ({ field, message }))
+}
+
+function responseCheckOf(spec: RouteDef['responses'][number] | undefined): ResponseCheck {
+  const schema = responseSchemaOf(spec)
+  if (schema === 'undeclared') return 'undeclared'
+  return !schema || Type.IsUnknown(schema) ? 'skip' : Compile(schema)
+}
+
+/** The JSON schema a documented response declares: undefined when it declares none (an empty 204). */
+function responseSchemaOf(spec: RouteDef['responses'][number] | undefined): TSchema | undefined | 'undeclared' {
+  if (!spec) return 'undeclared'
+  if (!isResponseSpec(spec)) return spec
+  if ('content' in spec) {
+    const json = Object.keys(spec.content).find(isJsonType)
+    return json ? spec.content[json] : 'undeclared'
+  }
+  return isJsonType(spec.contentType) ? spec.schema : 'undeclared'
 }
 
 function serialize(r: Reply): string | Buffer {

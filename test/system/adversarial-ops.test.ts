@@ -153,6 +153,7 @@ t.test('every variable refuses a bad value with a ConfigError that names it (not
     LOG_REDACT: 'a,,b', EVENT_RETENTION_DAYS: '0', SECRET_KEY: 'too-short', WEBHOOK_RETENTION_DAYS: '0',
     PUBLIC_BASE_URL: 'ftp://x', DELIVERY_RETRY_DELAYS: '1,2,3', DELIVERY_CHECK_MAX_AGE_MS: '0', TRACKING_SECRET: 'short',
     HTTP_ENGINE: 'express', HTTP_HEADERS_TIMEOUT_MS: '0', HTTP_BODY_TIMEOUT_MS: '10s', GAMIFICATION_TICK_MS: '0', EVENT_STREAM_LOOPS: '65',
+    RESPONSE_SCHEMA_CHECK: 'on',
   }
   const missing = ENV_VARS.filter((v) => !(v in badValues) && v !== 'HOST' && v !== 'DATA_DIR')
   t.same(missing, [], 'a bad value is tried for every variable')
