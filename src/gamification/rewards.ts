@@ -168,6 +168,13 @@ export interface GrantResult {
 }
 
 /**
+ * The latest instant an RFC 3339 date-time can write (4-digit years): a grant's expiry past it (the documented
+ * maximum expires_in_hours is ~245,000 years) is stored as this, so every API answer and bonus.granted carry
+ * a date-time (JavaScript would write `+247003-…`, which no RFC 3339 parser reads).
+ */
+const LATEST_DATE_TIME = '9999-12-31T23:59:59.999Z'
+
+/**
  * Grants a bonus, or records the refusal: the bonus must be active (else `bonus_inactive`) and the player
  * `active` (else `player_not_active`: responsible gaming, nothing is ever granted to such a player).
  */
@@ -185,7 +192,7 @@ export async function grantBonus(
     select ${p.tenantId}, ${p.brandId}, ${p.bonusId}, ${p.playerId}, ${refusal ? 'refused' : 'granted'}, ${refusal}, ${p.reason ?? null},
            ${p.source}, ${p.sourceId ?? null},
            case when ${info?.expires_in_hours ?? null}::int is null or ${refusal}::text is not null then null
-                else now() + make_interval(hours => ${info?.expires_in_hours ?? 0}::int) end
+                else least(now() + make_interval(hours => ${info?.expires_in_hours ?? 0}::int), ${LATEST_DATE_TIME}::timestamptz) end
     where exists (select 1 from bonuses where id = ${p.bonusId} and brand_id = ${p.brandId}) -- as not found: no record
     returning *`
   const out: GrantResult = {

@@ -44,8 +44,11 @@ t.test('expires_in_hours at its documented maximum (2147483647) still grants: 20
   const res = await grant(tenant, created.body.data.id, { player_id: pid })
   t.equal(res.status, 201, res.text)
   t.ok(Date.parse(res.body.data.expires_at) > Date.now() + 100 * 365 * 86_400_000, `far future: ${res.body.data?.expires_at}`)
+  // ~245,000 years ahead is past what an RFC 3339 date-time can write: the latest one it can (docs/gamification.md).
+  t.equal(res.body.data.expires_at, '9999-12-31T23:59:59.999Z')
   const listed = await h.request('GET', `/players/${pid}/bonuses`, { key: tenant.key })
   t.equal(listed.status, 200, listed.text)
+  t.equal(listed.body.data[0]?.expires_at, '9999-12-31T23:59:59.999Z', 'the list shows the stored expiry')
 })
 
 t.test('every status but active is refused (400 player_not_active, recorded); active again, granted again', async (t) => {
