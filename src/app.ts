@@ -77,8 +77,14 @@ export async function startApp(
     await pg.close()
   }
   try {
-    const [pgApplied, chStart] = await Promise.all([migratePostgres(pg.sql), migrateClickHouseAtStart(ch, log)])
-    chMigrations = chStart
+    // Both settle before either failure is thrown: the catch below closes the stores, and closing ClickHouse
+    // under its running migrations would log their failure as an error beside the real cause.
+    const [pgMigrated, chMigrated] = await Promise.allSettled([migratePostgres(pg.sql), migrateClickHouseAtStart(ch, log)])
+    if (chMigrated.status === 'fulfilled') chMigrations = chMigrated.value
+    if (pgMigrated.status === 'rejected') throw pgMigrated.reason
+    if (chMigrated.status === 'rejected') throw chMigrated.reason
+    const pgApplied = pgMigrated.value
+    const chStart = chMigrated.value
     const chApplied = chStart.applied
     if (pgApplied.length || chApplied.length) log.info({ postgres: pgApplied, clickhouse: chApplied }, 'migrations applied')
     const bus = await openBus(pg, log, config.databaseUrl)

@@ -65,3 +65,25 @@ t.test('a bad configuration value stops the process at once with a clear message
   t.match(proc.output(), /invalid configuration: .*PORT/)
   t.match(proc.output(), /RATE_LIMIT_INGEST_PER_MIN/)
 })
+
+t.test('a database that does not answer stops the start with one fatal line, and no error from the stores it closes', embeddedRunOnly, async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'respin-main-'))
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
+  // PostgreSQL refuses at once while the embedded ClickHouse is still applying its migrations: the start
+  // used to close ClickHouse under them, and their failure ("chdb command failed: No active connection
+  // available") was logged as an error next to the real cause.
+  const proc = startProcess({ DATA_DIR: dataDir, DATABASE_URL: 'postgres://postgres@127.0.0.1:1/respin', CLICKHOUSE_URL: '', REDIS_URL: '' })
+  t.equal(await proc.exited, 1)
+  const lines = proc
+    .output()
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as { level: number; msg: string; err?: { message: string } })
+  const errors = lines.filter((l) => l.level >= 50)
+  t.same(
+    errors.map((l) => l.msg),
+    ['respin failed to start'],
+    'the cause only',
+  )
+  t.match(errors[0]?.err?.message, /ECONNREFUSED/)
+})
