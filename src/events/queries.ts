@@ -218,7 +218,10 @@ export function updateProfiles(tx: Tx, knownIds: (string | null)[], p: PlayerCol
       insert into outbox (tenant_id, brand_id, event, data)
       select tenant_id, brand_id, 'player.converted', jsonb_build_object(
         'player_id', player_id, 'external_id', external_id, 'conversion', 'first_deposit',
-        'amount', first_deposit_amount, 'currency', first_deposit_currency, 'at', first_deposit_at)
+        'amount', first_deposit_amount, 'currency', first_deposit_currency,
+        -- as every other time the API and its webhooks write (a campaign conversion's at included), not
+        -- jsonb's session-zone text (…:41.646+00:00)
+        'at', to_char(first_deposit_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
       from upd where converted
     )
     select respin_expect_rows(${p.brand_id.length}, (select count(*) from upd), 'profiles to update')`.execute()
