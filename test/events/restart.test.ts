@@ -12,7 +12,7 @@ const dataDir = mkdtempSync(join(tmpdir(), 'respin-restart-'))
 t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
 const adminKey = `admin-${uid('k')}`
 const config = () =>
-  loadConfig({ ...process.env, LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent', PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, ADMIN_KEY: adminKey })
+  loadConfig({ ...process.env, LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent', PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, ADMIN_KEY: adminKey, RESPONSE_SCHEMA_CHECK: process.env.RESPONSE_SCHEMA_CHECK ?? 'error' })
 
 const batch = (ids: string[]) => ({ events: ids.map((id, i) => ({ player_id: `p${i % 7}`, event_type: 'login', event_id: id })) })
 

@@ -218,6 +218,9 @@ export async function startHarness(
     // One secret-box key for every test process: with a shared PostgreSQL server, one test file's
     // background engines may handle rows another file's process sealed.
     SECRET_KEY: process.env.SECRET_KEY ?? 'respin-tests-shared-secret-box-key-0123456789',
+    // Every 2xx JSON body every test receives is checked against the schema its route documents (the
+    // OpenAPI document's): a mismatch is a 500 RESPONSE_SCHEMA_MISMATCH, so a test fails on it.
+    RESPONSE_SCHEMA_CHECK: process.env.RESPONSE_SCHEMA_CHECK ?? 'error',
     ...opts.env,
   })
   // A log destination: the app's logger exactly as configured (level, LOG_REDACT), written where the test reads.

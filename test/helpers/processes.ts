@@ -30,7 +30,8 @@ export async function spawnServer(env: Record<string, string | undefined>): Prom
   const adminKey = env.ADMIN_KEY ?? `admin-${randomBytes(12).toString('hex')}`
   const proc = spawn(process.execPath, ['--import', './src/ts-loader.mjs', 'src/main.ts'], {
     cwd: root,
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env, ADMIN_KEY: adminKey },
+    // RESPONSE_SCHEMA_CHECK: as in the harness, a response its route's schema does not describe is a 500.
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', RESPONSE_SCHEMA_CHECK: process.env.RESPONSE_SCHEMA_CHECK ?? 'error', ...env, ADMIN_KEY: adminKey },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   reapOnExit(proc)
