@@ -2,7 +2,7 @@
 // credits/debits and the ledger, bonus grants and a player's grants, the tournament leaderboard.
 import Type from 'typebox'
 import type { AppContext } from '../context.ts'
-import { badRequest, notFound } from '../errors.ts'
+import { AppError, badRequest, notFound } from '../errors.ts'
 import { defineRoute, type RouteDef } from '../http/route.ts'
 import { iso } from '../lib/rows.ts'
 import { data, DateTime, IdParams, Nullable, Uuid } from '../lib/schemas.ts'
@@ -105,6 +105,8 @@ export const engineRoutes: RouteDef[] = [
       const p = await playerOf(ctx, v, req.body.player_id)
       if (p.brandId !== b.brand_id) throw badRequest('the player is not in the bonus\'s brand', { errors: [{ in: 'body', field: 'player_id', message: 'not in the bonus\'s brand' }] })
       const g = await ctx.sql.begin((tx) => grantBonus(tx, { playerId: p.id, tenantId: p.tenantId, brandId: p.brandId, bonusId: b.id, reason: req.body.reason ?? null, source: 'manual' }))
+      // Deleted after the lookup above (a DELETE racing the grant): nothing was recorded (docs/errors.md).
+      if (g.refusal_reason === 'bonus_not_found') throw new AppError('NOT_FOUND', 'the bonus was deleted meanwhile', { reason: 'DELETED_MEANWHILE' })
       if (g.refusal_reason === 'bonus_inactive') throw badRequest('the bonus is not active', { reason: 'bonus_inactive', grant_id: g.id })
       if (g.refusal_reason === 'player_not_active') throw badRequest('the player is not active', { reason: 'player_not_active', grant_id: g.id })
       return { data: grantOut(g) }

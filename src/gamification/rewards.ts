@@ -195,11 +195,14 @@ export async function grantBonus(
                 else least(now() + make_interval(hours => ${info?.expires_in_hours ?? 0}::int), ${LATEST_DATE_TIME}::timestamptz) end
     where exists (select 1 from bonuses where id = ${p.bonusId} and brand_id = ${p.brandId}) -- as not found: no record
     returning *`
+  // No row: the bonus is gone, also when a concurrent delete committed between the read above and the
+  // insert (the read then saw it active). Nothing was granted: no bonus.granted, and 'bonus_not_found'.
+  const refused = row ? refusal : 'bonus_not_found'
   const out: GrantResult = {
-    id: (row?.id as string) ?? '', bonus_id: p.bonusId, player_id: p.playerId, status: refusal ? 'refused' : 'granted', refusal_reason: refusal,
+    id: (row?.id as string) ?? '', bonus_id: p.bonusId, player_id: p.playerId, status: refused ? 'refused' : 'granted', refusal_reason: refused,
     reason: p.reason ?? null, source: p.source, expires_at: iso(row?.expires_at), created_at: iso(row?.created_at ?? new Date()) as string,
   }
-  if (!refusal && info) {
+  if (!refused && info) {
     await insertOutbox(tx as Sql, {
       tenantId: p.tenantId, brandId: p.brandId, event: 'bonus.granted',
       data: {

@@ -249,13 +249,18 @@ t.test('bonus grants racing the delete of their bonus: 201 or 400/404, never 500
   const tenant = await h.createTenant()
   const p = await player(tenant, { external_id: 'bon' })
   const odd: string[] = []
+  const granted: string[] = []
   for (let round = 0; round < 6; round++) {
     const b = await create(tenant, '/bonuses', { name: `B${round}`, type: 'custom', value: 1, value_type: 'fixed' })
     const grant = () => h.request('POST', `/bonuses/${b.id}/grant`, { key: tenant.key, body: { player_id: p.id } })
     const rs = await Promise.all([...Array.from({ length: 8 }, grant), h.request('DELETE', `/bonuses/${b.id}`, { key: tenant.key }), ...Array.from({ length: 8 }, grant)])
     for (const r of rs) if (failed(r)) odd.push(`${r.status} ${r.text.slice(0, 120)}`)
+    // A grant whose bonus went between its lookup and its insert recorded nothing: a 404, not a 201 with id ''.
+    for (const r of rs) if (r.status === 201 && r.body.data.status === 'granted') granted.push(r.body.data.id)
   }
   t.same(odd, [], 'no 500')
+  const announced = (await outbox(tenant.id, 'bonus.granted')).map((e) => (e.data as { grant_id: string }).grant_id)
+  t.same(announced.sort(), granted.sort(), 'one bonus.granted per 201, each naming its grant (none for a grant that was never made)')
 })
 
 t.test('joins of one mission x12 at once: all 200 with one joined_at', async (t) => {
