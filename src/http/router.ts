@@ -388,8 +388,10 @@ function keyOf(headers: Record<string, string>, query: Record<string, unknown>):
 }
 
 async function authorizeAdmin(ctx: AppContext, key: string | undefined): Promise<void> {
-  if (!key) throw unauthorized('admin key required')
   const adminKey = ctx.config.adminKey
+  // Said first: with no ADMIN_KEY no key can work, and an operator trying keys should learn why.
+  if (!adminKey) throw unauthorized('the admin API is off: start the server with ADMIN_KEY set to use it')
+  if (!key) throw unauthorized('admin key required')
   if (adminKey && safeEqual(key, adminKey)) return
   // A valid operator key is known but not allowed here; anything else is simply unauthenticated.
   if (adminKey && (await ctx.auth.authenticate(key))) throw forbidden('operator keys cannot use the admin API')
@@ -514,8 +516,44 @@ export interface FieldError {
 export function describeErrors(v: Validator, value: unknown, where: FieldError['in']): FieldError[] {
   const seen = new Set<string>()
   const out: FieldError[] = []
-  for (const e of v.Errors(value)) {
+  const errors = [...v.Errors(value)]
+  // A value none of a union's plain branches takes (a status, a type, a scope: literals, or a type or null)
+  // is one error naming what it may be, instead of one per branch ("must be equal to constant" each) and
+  // the union's "must match a schema in anyOf". Grouped by the union's own path: TypeBox may cut the list
+  // short before the union's error.
+  const branchOf = (e: (typeof errors)[number]) => /^(.*)\/anyOf\/(\d+)$/.exec(e.schemaPath)
+  const unions = new Map<string, Map<string, string[]>>()
+  for (const e of errors) {
+    const m = branchOf(e)
+    if (!m || (e.keyword !== 'const' && e.keyword !== 'type' && e.keyword !== 'enum')) continue
+    const params = e.params as { allowedValue?: unknown; allowedValues?: unknown[]; type?: string }
+    const key = `${e.instancePath}\u0000${m[1]}`
+    const branches = unions.get(key) ?? new Map<string, string[]>()
+    unions.set(key, branches)
+    const values = e.keyword === 'const' ? [shown(params.allowedValue)] : e.keyword === 'enum' ? (params.allowedValues ?? []).map(shown) : [typeName(params.type)]
+    // A literal's branch reports its type too ("must be string"): the literal says more.
+    if (e.keyword !== 'type' || !branches.has(m[2] as string)) branches.set(m[2] as string, values)
+  }
+  // Only unions whose every reported branch error is such a plain one (not an object's missing field).
+  for (const e of errors) {
+    const m = /^(.*)\/anyOf\/\d+\//.exec(e.schemaPath) ?? (branchOf(e) && !['const', 'type', 'enum'].includes(e.keyword) ? branchOf(e) : null)
+    if (m) unions.delete(`${e.instancePath}\u0000${m[1]}`)
+  }
+  const parentOf = (e: (typeof errors)[number]) => (e.keyword === 'anyOf' ? e.schemaPath : branchOf(e)?.[1])
+  for (const e of errors) {
     if (e.keyword === 'boolean') continue
+    const parent = parentOf(e)
+    const union = parent === undefined ? undefined : unions.get(`${e.instancePath}\u0000${parent}`)
+    let message: string = e.message
+    if (union) {
+      if (union.size === 0) continue // its errors were reported already
+      // Every choice, from the schema (the errors may not reach every branch); else what they named.
+      const choices = unionChoices(atPointer(v.Type(), parent as string)) ?? [...union.values()].flat()
+      message = `must be one of: ${[...new Set(choices)].join(', ')}`
+      union.clear()
+    } else if (e.keyword === 'enum') {
+      message = `must be one of: ${((e.params as { allowedValues?: unknown[] }).allowedValues ?? []).map(shown).join(', ')}`
+    }
     const base = e.instancePath.split('/').slice(1).map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'))
     const params = e.params as { requiredProperties?: string[]; additionalProperties?: string[] }
     const fields =
@@ -525,15 +563,40 @@ export function describeErrors(v: Validator, value: unknown, where: FieldError['
           ? params.additionalProperties.map((p) => [...base, p].join('.'))
           : [base.join('.')]
     for (const field of fields) {
-      const message = e.keyword === 'required' ? 'is required' : e.keyword === 'additionalProperties' ? 'is not allowed' : e.message
-      const id = `${field}\u0000${message}`
+      const text = e.keyword === 'required' ? 'is required' : e.keyword === 'additionalProperties' ? 'is not allowed' : message
+      const id = `${field}\u0000${text}`
       if (seen.has(id)) continue
       seen.add(id)
-      out.push({ in: where, field: field || where, message })
+      out.push({ in: where, field: field || where, message: text })
     }
   }
   return out
 }
+
+/** A value an error names, as the client would write it: strings bare, everything else as JSON. */
+const shown = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v))
+/** The schema a JSON pointer (`#/properties/a/anyOf/0`) names within a schema. */
+function atPointer(schema: unknown, pointer: string): unknown {
+  let node = schema as Record<string, unknown> | undefined
+  for (const part of pointer.replace(/^#\/?/, '').split('/').filter(Boolean)) node = node?.[part.replace(/~1/g, '/').replace(/~0/g, '~')] as Record<string, unknown> | undefined
+  return node
+}
+
+/** What a union of literals, enums and bare types admits (`draft, active`, `an integer, null`); undefined for any other union. */
+function unionChoices(schema: unknown): string[] | undefined {
+  const branches = (schema as { anyOf?: unknown } | undefined)?.anyOf
+  if (!Array.isArray(branches)) return undefined
+  const out: string[] = []
+  for (const b of branches as Record<string, unknown>[]) {
+    if ('const' in b) out.push(shown(b.const))
+    else if (Array.isArray(b.enum)) out.push(...b.enum.map(shown))
+    else if (typeof b.type === 'string' && b.type !== 'object' && b.type !== 'array') out.push(typeName(b.type))
+    else return undefined
+  }
+  return out
+}
+
+const typeName = (type: string | undefined) => (type === 'null' ? 'null' : /^[aeiou]/.test(type ?? '') ? `an ${type}` : `a ${type}`)
 
 /** How many of a mismatching response's errors are reported (the first ones: the rest usually repeat them). */
 const RESPONSE_ERRORS_SHOWN = 5

@@ -16,6 +16,21 @@ t.test('the admin API needs the ADMIN_KEY: none or wrong is 401, an operator key
   t.equal((await h.request('GET', '/admin/tenants', { query: { api_key: h.adminKey } })).status, 200)
 })
 
+t.test('with no ADMIN_KEY the admin API says it is off, whatever key is tried', async (t) => {
+  const config = h.app.ctx.config as { adminKey?: string }
+  const adminKey = config.adminKey
+  config.adminKey = undefined
+  t.teardown(() => {
+    config.adminKey = adminKey
+  })
+  for (const key of [undefined, 'admin-anything', adminKey]) {
+    const res = await h.request('GET', '/admin/tenants', { key })
+    t.equal(res.status, 401)
+    t.equal(res.body.code, 'UNAUTHORIZED')
+    t.match(res.body.error, /admin API is off: start the server with ADMIN_KEY/)
+  }
+})
+
 t.test('tenants: create with or without slug, list', async (t) => {
   const a = await h.admin('POST', '/tenants', { name: 'Lucky Spins Ltd' })
   t.equal(a.status, 201)

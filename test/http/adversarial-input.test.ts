@@ -52,6 +52,18 @@ t.test('every body route: hostile values inside a well-formed body never give a 
   t.same(bad, [])
 })
 
+t.test('a value outside a choice names the choices (not one "must be equal to constant" per choice)', async (t) => {
+  const tenant = await h.createTenant()
+  const bad = await h.request('POST', '/campaigns', { key: tenant.key, body: { name: 'x', type: 'bogus', channels: ['in_app'] } })
+  t.equal(bad.status, 400)
+  const errors = bad.body.details.errors as { field: string; message: string }[]
+  t.same(errors.filter((e) => e.field === 'type'), [{ in: 'body', field: 'type', message: 'must be one of: one_shot, recurring, triggered, journey' }])
+  t.notOk(errors.some((e) => /equal to constant|schema in anyOf/.test(e.message)), JSON.stringify(errors))
+  const channel = await h.request('POST', '/campaigns', { key: tenant.key, body: { name: 'x', type: 'one_shot', channels: ['in_app', 'pigeon'] } })
+  t.equal(channel.status, 400)
+  t.match(channel.body.details.errors, [{ field: 'channels.1', message: /^must be one of: .*in_app/ }])
+})
+
 t.test('Limits: events per batch 1..100, event_id up to 128 characters', async (t) => {
   const tenant = await h.createTenant()
   const ev = (i: number, id?: string) => ({ player_id: `p${i % 3}`, event_type: 'login', event_id: id ?? randomUUID() })
