@@ -324,7 +324,8 @@ function invoke(ctx: AppContext, route: CompiledRoute, inc: Incoming, query: Rec
   let body: unknown
   if (route.body) {
     if (!inc.body || inc.body.length === 0) throw badRequest('request body is required')
-    body = route.def.validateBody === false ? parseJson(inc.body) : onlyDeclared(validate(route.body, parseJson(inc.body), 'body'), route.bodyKeys)
+    const json = parseJson(inc.body, inc.headers['content-type'])
+    body = route.def.validateBody === false ? json : onlyDeclared(validate(route.body, json, 'body'), route.bodyKeys)
   }
   const req = new RouteRequest(ctx, inc, query, principal, params, validQuery, body)
   return (route.def.handler as (c: AppContext, r: unknown) => unknown)(ctx, req)
@@ -422,13 +423,21 @@ function safeDecode(s: string): string {
  */
 export const MAX_JSON_DEPTH = 64
 
-function parseJson(buf: Buffer): unknown {
+/**
+ * The body as JSON, whatever content type it came with (curl's `-d` sends a form type with a JSON body,
+ * and the README's examples use it); when it is not JSON, a body sent as something else is told so.
+ */
+function parseJson(buf: Buffer, contentType = ''): unknown {
   if (jsonDeeperThan(buf, MAX_JSON_DEPTH)) {
     throw badRequest(`JSON body nested deeper than ${MAX_JSON_DEPTH} levels`, { reason: 'TOO_DEEP', max_depth: MAX_JSON_DEPTH })
   }
   try {
     return JSON.parse(buf.toString('utf8'))
   } catch {
+    const type = contentType.split(';')[0]?.trim().toLowerCase() ?? ''
+    if (type && !/^application\/([\w.-]+\+)?json$/.test(type) && type !== 'text/plain') {
+      throw badRequest(`the request body is not JSON (sent as ${type.slice(0, 100)}): the API takes application/json`)
+    }
     throw badRequest('malformed JSON body')
   }
 }

@@ -64,6 +64,21 @@ t.test('a value outside a choice names the choices (not one "must be equal to co
   t.match(channel.body.details.errors, [{ field: 'channels.1', message: /^must be one of: .*in_app/ }])
 })
 
+t.test('a body that is not JSON says what it was sent as; malformed JSON says so', async (t) => {
+  const tenant = await h.createTenant()
+  const xml = await h.request('POST', '/events', { key: tenant.key, rawBody: '<event type="deposit"/>', headers: { 'content-type': 'application/xml' } })
+  t.equal(xml.status, 400)
+  t.equal(xml.body.error, 'the request body is not JSON (sent as application/xml): the API takes application/json')
+  const form = await h.request('POST', '/campaigns', { key: tenant.key, rawBody: 'name=x&type=one_shot', headers: { 'content-type': 'application/x-www-form-urlencoded' } })
+  t.equal(form.status, 400)
+  t.match(form.body.error, /not JSON \(sent as application\/x-www-form-urlencoded\)/)
+  const broken = await h.request('POST', '/campaigns', { key: tenant.key, rawBody: '{"name": ', headers: { 'content-type': 'application/json' } })
+  t.equal(broken.body.error, 'malformed JSON body')
+  // curl -d sends a form type: a JSON body under it is read as JSON (the README's examples rely on it).
+  const curl = await h.request('POST', '/events', { key: tenant.key, rawBody: JSON.stringify({ player_id: 'p1', event_type: 'login' }), headers: { 'content-type': 'application/x-www-form-urlencoded' } })
+  t.equal(curl.status, 200)
+})
+
 t.test('Limits: events per batch 1..100, event_id up to 128 characters', async (t) => {
   const tenant = await h.createTenant()
   const ev = (i: number, id?: string) => ({ player_id: `p${i % 3}`, event_type: 'login', event_id: id ?? randomUUID() })
