@@ -640,7 +640,21 @@ function checkResponse(route: CompiledRoute, checks: Map<number, ResponseCheck>,
 function responseCheckOf(spec: RouteDef['responses'][number] | undefined): ResponseCheck {
   const schema = responseSchemaOf(spec)
   if (schema === 'undeclared') return 'undeclared'
-  return !schema || Type.IsUnknown(schema) ? 'skip' : Compile(schema)
+  return !schema || Type.IsUnknown(schema) ? 'skip' : Compile(closed(schema) as TSchema)
+}
+
+/**
+ * The schema with every object closed to the fields it names (where it sets no additionalProperties of its
+ * own): an answer carrying a field its documentation does not name is a mismatch too.
+ */
+function closed(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(closed)
+  if (!schema || typeof schema !== 'object') return schema
+  const out: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(schema)) out[k] = k === 'const' || k === 'enum' || k === 'default' || k === 'examples' ? v : closed(v)
+  for (const sym of Object.getOwnPropertySymbols(schema)) (out as Record<symbol, unknown>)[sym] = (schema as Record<symbol, unknown>)[sym]
+  if (out.type === 'object' && out.properties && !('additionalProperties' in out) && !('patternProperties' in out)) out.additionalProperties = false
+  return out
 }
 
 /** The JSON schema a documented response declares: undefined when it declares none (an empty 204). */

@@ -25,6 +25,8 @@ const routes: RouteDef[] = [
   // A Date is checked as the client receives it: an ISO string.
   route('/_check/good', () => ({ data: { id: ID, count: 3, note: null, at: new Date() } })),
   route('/_check/bad', () => ({ data: { id: 'p-17', count: 'three', at: '2026-01-01T00:00:00Z', extra: true } })),
+  // A field the documentation does not name, under a schema that does not close its object itself.
+  route('/_check/extra', () => ({ data: { id: ID, secret_sauce: 1 } }), { 200: Type.Object({ data: Type.Object({ id: Type.String() }) }) }),
   // A 202 the route does not document: its answer is no documented response at all.
   route('/_check/undeclared', () => reply(202, { data: { id: ID } })),
   // Serialised beforehand (as GET /health does): checked all the same.
@@ -54,6 +56,9 @@ t.test('error: a body its schema does not describe is a 500 naming the route, th
   const undeclared = await h.request('GET', '/_check/undeclared')
   t.equal(undeclared.status, 500)
   t.match(undeclared.body.details, { reason: 'RESPONSE_SCHEMA_MISMATCH', status: 202, errors: [{ field: 'status' }] })
+  const extra = await h.request('GET', '/_check/extra')
+  t.equal(extra.status, 500, 'an undocumented field is a mismatch: the check closes every object to the fields it names')
+  t.match(extra.body.details.errors, [{ field: 'data.secret_sauce', message: 'is not allowed' }])
   const pre = await h.request('GET', '/_check/prestringified')
   t.equal(pre.status, 500, 'a body serialised by the handler is checked too')
   t.match(pre.body.details.errors, [{ field: 'data.count' }])
