@@ -326,6 +326,8 @@ export function createPipeline(deps: {
       const committed = async () => (await sql<{ batch: string | null }[]>`select batch::text from ingest_commits where group_key = ${groupKey}`)[0]
       // A try failed and nothing has told since whether its COMMIT went through.
       let uncertain = false
+      // Whether the group may have written outbox rows (a commit known only from its marker: assume so).
+      let wroteOutbox = true
       await withRetries(log, async (attempt) => {
         if (attempt > 1) {
           const done = await committed()
@@ -338,7 +340,7 @@ export function createPipeline(deps: {
         await pipelinedTransaction(sql, async (tx) => {
           // Statements go out in call order: the stream rows find the players the profile writer upserted,
           // and the marker the spool batch claimed just before it.
-          const [, b] = await Promise.all([
+          const [wrote, b] = await Promise.all([
             profiles.write(tx, result.players, result.statuses),
             spool.append(tx, spoolRows, result.rowCount, encoding, ackAfterClickHouse),
             stream && result.stream.consumers.length ? stream.append(tx, result.stream) : undefined,
@@ -346,6 +348,7 @@ export function createPipeline(deps: {
                values (${groupKey}, ${ackAfterClickHouse ? tx`currval('event_spool_batch_seq')` : null})`.execute(),
           ])
           batch = b
+          wroteOutbox = wrote
         }).catch((err: unknown) => {
           // A transaction that did not commit may have missed players the writer believed in, or created some.
           profiles.forget(result.players)
@@ -362,8 +365,8 @@ export function createPipeline(deps: {
         batch = done.batch ?? undefined
       })
       durable = true
-      // The group may have written player.created / status_changed / converted (events/queries.ts).
-      outboxWritten()
+      // player.created / status_changed / converted (events/queries.ts): the embedded fan-out looks for them.
+      if (wroteOutbox) outboxWritten()
       if (stream && result.stream.consumers.length) stream.wake(result.stream.consumers)
       deps.onGroupWritten?.(toStore, items.length)
       const t3 = performance.now()

@@ -22,7 +22,11 @@ export function createProfileWriter() {
    * Sends the statements at once, in lock order (send gates, players, then profiles, then statuses); resolves when
    * all have run. Remembers the upserted players: call forget() if the transaction does not commit.
    */
-  async function write(tx: TransactionSql | ReservedSql, p: PlayerColumns, statuses: StatusColumns): Promise<void> {
+  /**
+   * Resolves to whether the statements may have written outbox rows (player.created for a player not in the
+   * cache, status_changed, player.converted for a first deposit): most groups of known players write none.
+   */
+  async function write(tx: TransactionSql | ReservedSql, p: PlayerColumns, statuses: StatusColumns): Promise<boolean> {
     const knownIds = p.brand_id.map((b, i) => ids.get(keyOf(b, p.external_id[i] as string)) ?? null)
     // Unknown players, and known ones whose email/phone this group sets, go through the upsert.
     const upsert: number[] = []
@@ -65,6 +69,7 @@ export function createProfileWriter() {
     }
     sent.push(updateProfiles(tx, knownIds, p))
     await Promise.all(sent)
+    return upsert.length > 0 || statuses.brand_id.length > 0 || p.first_deposit_at.some((at) => at !== null)
   }
 
   /** After a rolled-back transaction: players it created do not exist, players it missed may not either. */

@@ -54,7 +54,7 @@ function fakes(opts: { insertMs?: number; failInserts?: number } = {}) {
     stop: async () => {},
   }
   const pool: IngestPool = { run: async (task) => transformGroup(task), close: async () => {} }
-  const profiles = { write: async () => {}, forget: () => {} }
+  const profiles = { write: async () => false, forget: () => {} }
   // The spool: claimed rows get a batch of their own; insertNow goes to the ClickHouse above.
   const spooled: number[] = []
   let batches = 0
@@ -117,7 +117,7 @@ t.test('a transaction that fails releases the claimed ids and answers 503; the r
   const f = fakes()
   // The transaction is tried 3 times (withRetries): all three fail, then it works again.
   let failures = 3
-  const profiles = { ...f.profiles, write: async () => { if (failures-- > 0) throw new Error('connection lost') } }
+  const profiles = { ...f.profiles, write: async () => { if (failures-- > 0) throw new Error('connection lost'); return false } }
   const p = createPipeline({ ...f, profiles, log, options: { maxQueuedEvents: 10_000, maxGroupEvents: 5_000, ackAfter: 'clickhouse' } })
   const it = item(20, 'fail')
   const err = await p.submit(TENANT_A, it).then(() => null, (e: unknown) => e)
@@ -251,6 +251,7 @@ function poisonedProfiles() {
     async write(_tx: unknown, players: PlayerColumns) {
       attempts.push([...new Set(players.tenant_id)])
       if (players.tenant_id.includes(TENANT_B)) throw new Error('value out of range')
+      return false
     },
     forget: () => {},
   }
