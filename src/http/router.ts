@@ -525,41 +525,20 @@ export interface FieldError {
 export function describeErrors(v: Validator, value: unknown, where: FieldError['in']): FieldError[] {
   const seen = new Set<string>()
   const out: FieldError[] = []
-  const errors = [...v.Errors(value)]
-  // A value none of a union's plain branches takes (a status, a type, a scope: literals, or a type or null)
-  // is one error naming what it may be, instead of one per branch ("must be equal to constant" each) and
-  // the union's "must match a schema in anyOf". Grouped by the union's own path: TypeBox may cut the list
-  // short before the union's error.
-  const branchOf = (e: (typeof errors)[number]) => /^(.*)\/anyOf\/(\d+)$/.exec(e.schemaPath)
-  const unions = new Map<string, Map<string, string[]>>()
-  for (const e of errors) {
-    const m = branchOf(e)
-    if (!m || (e.keyword !== 'const' && e.keyword !== 'type' && e.keyword !== 'enum')) continue
-    const params = e.params as { allowedValue?: unknown; allowedValues?: unknown[]; type?: string }
-    const key = `${e.instancePath}\u0000${m[1]}`
-    const branches = unions.get(key) ?? new Map<string, string[]>()
-    unions.set(key, branches)
-    const values = e.keyword === 'const' ? [shown(params.allowedValue)] : e.keyword === 'enum' ? (params.allowedValues ?? []).map(shown) : [typeName(params.type)]
-    // A literal's branch reports its type too ("must be string"): the literal says more.
-    if (e.keyword !== 'type' || !branches.has(m[2] as string)) branches.set(m[2] as string, values)
-  }
-  // Only unions whose every reported branch error is such a plain one (not an object's missing field).
-  for (const e of errors) {
-    const m = /^(.*)\/anyOf\/\d+\//.exec(e.schemaPath) ?? (branchOf(e) && !['const', 'type', 'enum'].includes(e.keyword) ? branchOf(e) : null)
-    if (m) unions.delete(`${e.instancePath}\u0000${m[1]}`)
-  }
-  const parentOf = (e: (typeof errors)[number]) => (e.keyword === 'anyOf' ? e.schemaPath : branchOf(e)?.[1])
-  for (const e of errors) {
+  // A value none of a union's choices takes (literals, enums, bare types: a status, a channel, a number or
+  // null) is one error naming the choices, read from the schema, instead of one per branch ("must be equal
+  // to constant" each) and the union's "must match a schema in anyOf". Said once per value.
+  const unionsSaid = new Set<string>()
+  for (const e of v.Errors(value)) {
     if (e.keyword === 'boolean') continue
-    const parent = parentOf(e)
-    const union = parent === undefined ? undefined : unions.get(`${e.instancePath}\u0000${parent}`)
     let message: string = e.message
-    if (union) {
-      if (union.size === 0) continue // its errors were reported already
-      // Every choice, from the schema (the errors may not reach every branch); else what they named.
-      const choices = unionChoices(atPointer(v.Type(), parent as string)) ?? [...union.values()].flat()
-      message = `must be one of: ${[...new Set(choices)].join(', ')}`
-      union.clear()
+    const union = e.keyword === 'anyOf' ? e.schemaPath : /^(.*)\/anyOf\/\d+$/.exec(e.schemaPath)?.[1]
+    const choices = union === undefined ? undefined : unionChoices(atPointer(v.Type(), union))
+    if (choices) {
+      const said = `${e.instancePath}\u0000${union}`
+      if (unionsSaid.has(said)) continue
+      unionsSaid.add(said)
+      message = `must be one of: ${choices.join(', ')}`
     } else if (e.keyword === 'enum') {
       message = `must be one of: ${((e.params as { allowedValues?: unknown[] }).allowedValues ?? []).map(shown).join(', ')}`
     }
@@ -591,7 +570,7 @@ function atPointer(schema: unknown, pointer: string): unknown {
   return node
 }
 
-/** What a union of literals, enums and bare types admits (`draft, active`, `an integer, null`); undefined for any other union. */
+/** What a union of literals, enums and bare types admits (`draft, active`, `an integer, null`); undefined for any other union (a constrained type, an object). */
 function unionChoices(schema: unknown): string[] | undefined {
   const branches = (schema as { anyOf?: unknown } | undefined)?.anyOf
   if (!Array.isArray(branches)) return undefined
@@ -599,10 +578,10 @@ function unionChoices(schema: unknown): string[] | undefined {
   for (const b of branches as Record<string, unknown>[]) {
     if ('const' in b) out.push(shown(b.const))
     else if (Array.isArray(b.enum)) out.push(...b.enum.map(shown))
-    else if (typeof b.type === 'string' && b.type !== 'object' && b.type !== 'array') out.push(typeName(b.type))
+    else if (typeof b.type === 'string' && Object.keys(b).length === 1 && b.type !== 'object' && b.type !== 'array') out.push(typeName(b.type))
     else return undefined
   }
-  return out
+  return [...new Set(out)]
 }
 
 const typeName = (type: string | undefined) => (type === 'null' ? 'null' : /^[aeiou]/.test(type ?? '') ? `an ${type}` : `a ${type}`)
