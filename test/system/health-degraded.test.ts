@@ -1,7 +1,6 @@
 import net from 'node:net'
-import postgres from 'postgres'
 import t from 'tap'
-import { listenerConnection, reconnectBackoffSeconds } from '../../src/db/postgres.ts'
+import { listenerConnection } from '../../src/db/postgres.ts'
 import { isolateDatabase, startHarness } from '../helpers/harness.ts'
 
 // Redis configured but nothing listens there: health says so quickly instead of hanging, and answers 200,
@@ -67,17 +66,23 @@ async function relay(target: { host: string; port: number }) {
   }
 }
 
+/** A relay in front of the server a URL names (closed with the test), and the URL that leads through it. */
+async function relayed(t: { teardown(fn: () => unknown): void }, serverUrl: string, defaultPort: number) {
+  const url = new URL(serverUrl)
+  const r = await relay({ host: url.hostname, port: Number(url.port || defaultPort) })
+  t.teardown(() => r.close())
+  url.host = `127.0.0.1:${r.port}`
+  return { relay: r, url: url.toString() }
+}
+
 await isolateDatabase() // the relay below leads to this file's own database
 const databaseUrl = process.env.DATABASE_URL
 t.test(
   'PostgreSQL unreachable: /health is 503 degraded for as long as it lasts, /health/live stays 200',
   { skip: databaseUrl ? false : 'needs DATABASE_URL (a PostgreSQL server to cut the connection to)' },
   async (t) => {
-    const url = new URL(databaseUrl as string)
-    const pg = await relay({ host: url.hostname, port: Number(url.port || 5432) })
-    t.teardown(() => pg.close())
-    url.host = `127.0.0.1:${pg.port}`
-    const h = await startHarness(t, { env: { DATABASE_URL: url.toString() } })
+    const { relay: pg, url } = await relayed(t, databaseUrl as string, 5432)
+    const h = await startHarness(t, { env: { DATABASE_URL: url } })
     // Healthy first. Right after the start, on a loaded machine, one check through the relay can miss its
     // 1 s timeout (seen in CI): asked again, as a load balancer would.
     let first = await h.request('GET', '/health')
@@ -126,11 +131,9 @@ t.test(
     // The outage a proxy in front of a down server looks like: each connection accepted, then closed with a
     // FIN. postgres.js 3.4.9 kept the query and reconnected at once, ~700 times a second, for as long as it
     // lasted (mend 8 of scripts/patch-postgres.mjs).
-    const url = new URL(databaseUrl as string)
-    const pg = await relay({ host: url.hostname, port: Number(url.port || 5432) })
-    t.teardown(() => pg.close())
-    url.host = `127.0.0.1:${pg.port}`
-    const sql = postgres(url.toString(), { max: 1, backoff: reconnectBackoffSeconds, onnotice: () => {} })
+    const { relay: pg, url } = await relayed(t, databaseUrl as string, 5432)
+    // The app's own driver options (the capped backoff), one connection.
+    const sql = listenerConnection(url, 'respin-test-driver')
     t.teardown(() => sql.end({ timeout: 1 }))
     t.same(await sql`select 1 as one`, [{ one: 1 }])
     pg.cut()
@@ -159,11 +162,8 @@ t.test(
   'Redis that stops answering costs one command timeout, not one per request; it is used again once it answers',
   { skip: redisUrl ? false : 'needs REDIS_URL (a Redis server to put behind a silent relay)' },
   async (t) => {
-    const url = new URL(redisUrl as string)
-    const silent = await relay({ host: url.hostname, port: Number(url.port || 6379) })
-    t.teardown(() => silent.close())
-    url.host = `127.0.0.1:${silent.port}`
-    const h = await startHarness(t, { env: { REDIS_URL: url.toString() } })
+    const { relay: silent, url } = await relayed(t, redisUrl as string, 6379)
+    const h = await startHarness(t, { env: { REDIS_URL: url } })
     const tenant = await h.createTenant()
     let n = 0
     const ingest = async () => {
