@@ -23,8 +23,11 @@ interface Input {
 
 const PURPOSE = 'export/v1'
 
-/** The page as the JSON text of `{ data, next_cursor }`: event rows arrive from ClickHouse as JSON text. */
-export async function exportPage(deps: Deps, input: Input): Promise<string> {
+/**
+ * The page as the JSON bytes of `{ data, next_cursor }`: event rows arrive from ClickHouse as JSON bytes
+ * and are passed on as they are (never decoded into strings), players' as PostgreSQL's JSON text.
+ */
+export async function exportPage(deps: Deps, input: Input): Promise<Buffer> {
   const codec = await cursorCodec(deps.sql, PURPOSE)
   let position: Record<string, unknown> | undefined
   if (input.cursor !== undefined && input.cursor !== '') {
@@ -34,8 +37,11 @@ export async function exportPage(deps: Deps, input: Input): Promise<string> {
   }
   const page = input.dataset === 'players' ? await playersPage(deps, input, position) : await eventsPage(deps, input, position)
   const next = page.next ? codec.encode({ t: input.tenantId, b: input.brandId, d: input.dataset, ...page.next }) : null
-  return `{"data":${page.data},"next_cursor":${JSON.stringify(next)}}`
+  const data = typeof page.data === 'string' ? Buffer.from(page.data) : page.data
+  return Buffer.concat([DATA_OPEN, data, Buffer.from(`,"next_cursor":${JSON.stringify(next)}}`)])
 }
+
+const DATA_OPEN = Buffer.from('{"data":')
 
 // ---------------------------------------------------------------------------------------------- players
 
@@ -122,22 +128,30 @@ const AMOUNT_TYPES_SQL = [...MONEY_TYPES, 'deposit_failed'].map((t) => `'${t}'`)
 const textOrNull = (f: string) => `nullIf(${f}, '') AS ${f}`
 const isoTime = (f: string) => `concat(replaceOne(toString(${f}), ' ', 'T'), 'Z') AS ${f}`
 /**
- * An event's export row as JSON text, made by ClickHouse (its threads, not the event loop): empty fields
- * null, times ISO 8601 in UTC, the amount as its exact decimal (null for types without money), granted a
- * boolean, the canonical fields kept in extra_fields, and `payload` as sent (the raw event's, minified; `{}` without one).
+ * An event's export row: empty fields null, times ISO 8601 in UTC, the amount as its exact decimal (null
+ * for types without money), granted a boolean, the canonical fields kept in extra_fields, and `payload`
+ * as sent (the raw event's, minified; `{}` without one).
  */
-const ROW_JSON = `concat(substring(formatRowNoNewline('JSONEachRow', ${[
+const ROW_COLUMNS: [name: string, expression: string][] = [
   textOrNull('event_id'), 'player_id', 'event_type', 'source_type', isoTime('event_time'), isoTime('received_at'), textOrNull('session_id'),
   `if(event_type IN (${AMOUNT_TYPES_SQL}), amount, NULL) AS amount`,
   ...['currency', 'method', 'game', 'provider', 'category', 'round_id', 'country', 'language', 'device', 'os', 'browser', 'platform', 'status', 'bonus_id', 'channel'].map(textOrNull),
   'CAST(granted = 1 AS Nullable(Bool)) AS granted',
   // The canonical fields without a column (clickhouse/0016): null when the event has none.
   ...['email', 'phone', 'name', 'timezone', 'reason'].map((f) => `nullIf(JSONExtractString(extra_fields, '${f}'), '') AS ${f}`),
-].join(', ')}), 1, -1), ',"payload":', if(empty(payload_json), '{}', payload_json), '}')`
+].map((e) => [/ AS (\w+)$/.exec(e)?.[1] ?? e, e])
+/**
+ * The rows as `seq<TAB>{row JSON}` lines written by ClickHouse's Template format: each field escaped as
+ * JSON (as its JSONEachRow would), the payload's JSON as it is. 2.3x quicker than building each row's
+ * JSON with formatRowNoNewline (74 against 170 ms for 10,000 rows on chDB), byte for byte the same.
+ */
+const ROW_TEMPLATE = `\${seq:Raw}\t{${ROW_COLUMNS.map(([name]) => `"${name}":\${${name}:JSON}`).join(',')},"payload":\${payload:Raw}}`
+const ROW_SELECT = `seq, ${ROW_COLUMNS.map(([, e]) => e).join(', ')}, if(empty(payload_json), '{}', payload_json) AS payload`
 // The raw event's payload as minified JSON text; '' when it has none (or the raw text is not JSON).
 const PAYLOAD_JSON = "JSONExtractRaw(raw, 'payload') AS payload_json"
+const sqlString = (s: string) => `'${s.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`
 // JSON as JSON.stringify writes it: '/' unescaped; strings checked as UTF-8.
-const JSON_SETTINGS = 'output_format_json_escape_forward_slashes = 0, output_format_json_validate_utf8 = 1'
+const FORMAT_SETTINGS = `format_template_row_format = ${sqlString(ROW_TEMPLATE)}, output_format_json_escape_forward_slashes = 0, output_format_json_validate_utf8 = 1`
 
 /**
  * Insertion order is seq, given when the spool moves events to ClickHouse; every seq below the watermark
@@ -155,7 +169,7 @@ async function eventsPage(deps: Deps, input: Input, position: Record<string, unk
   let page = await takeKept(chain, after)
   if (page?.readOnFrom) readAhead(chain, page.readOnFrom)
   page ??= (await readPages(chain, after, FIRST_READ_PAGES))[0]
-  return page ? { data: page.data, next: { s: page.next } } : { data: '[]', next: undefined }
+  return page ? { data: page.data, next: { s: page.next } } : { data: EMPTY, next: undefined }
 }
 
 // ------------------------------------------------------------------------------------------- read-ahead
@@ -175,8 +189,8 @@ const READ_AHEAD_ROWS = 10_000
 const KEEP_MS = 30_000
 const MAX_KEPT_ROWS = 100_000
 
-/** `data`: the rows' JSON array text. `readOnFrom`: where the next run starts, on a run's first kept page. */
-interface Page { data: string; count: number; next: string; below: number; readOnFrom?: string }
+/** `data`: the rows' JSON array. `readOnFrom`: where the next run starts, on a run's first kept page. */
+interface Page { data: Buffer; count: number; next: string; below: number; readOnFrom?: string }
 interface Chain { deps: Deps; input: Input; watermark: number; epoch: string }
 interface Kept { at: number; rows: number; page: Promise<Page | undefined> }
 
@@ -230,18 +244,34 @@ async function readPages(c: Chain, after: string, pages: number): Promise<Page[]
   const out: Page[] = []
   for (let i = 0; i < lines.length; i += limit) {
     const slice = lines.slice(i, i + limit)
-    const last = slice[slice.length - 1] as string
-    out.push({
-      data: `[${slice.map((l) => l.slice(l.indexOf('\t') + 1)).join(',')}]`,
-      count: slice.length,
-      next: last.slice(0, last.indexOf('\t')),
-      below: c.watermark,
-    })
+    const parts: Buffer[] = [OPEN]
+    for (const line of slice) parts.push(line.row, COMMA)
+    parts[parts.length - 1] = CLOSE
+    out.push({ data: Buffer.concat(parts), count: slice.length, next: (slice[slice.length - 1] as Line).seq, below: c.watermark })
   }
   const full = out.filter((p) => p.count === limit)
   // More rows may follow: the run's first kept page, once served, starts reading the next run.
   if (more && full.length >= 2) (full[1] as Page).readOnFrom = (full[full.length - 1] as Page).next
   for (let i = 1; i < full.length; i++) keep(keyOf(c, (full[i - 1] as Page).next), limit, Promise.resolve(full[i]))
+  return out
+}
+
+const [OPEN, COMMA, CLOSE, EMPTY] = ['[', ',', ']', '[]'].map((t) => Buffer.from(t)) as [Buffer, Buffer, Buffer, Buffer]
+
+/** One row of a read: its seq and its JSON (a view into the read's bytes). */
+interface Line { seq: string; row: Buffer }
+
+/** `seq<TAB>row JSON<LF>` lines as (seq, row) pairs, the rows left as bytes (see ClickHouse.queryRaw). */
+export function splitLines(bytes: Buffer): Line[] {
+  const out: Line[] = []
+  for (let start = 0; start < bytes.length; ) {
+    let end = bytes.indexOf(0x0a, start)
+    if (end < 0) end = bytes.length
+    const tab = bytes.indexOf(0x09, start)
+    if (tab < 0 || tab > end) throw new Error(`an export line without its seq at byte ${start}`)
+    out.push({ seq: bytes.toString('latin1', start, tab), row: bytes.subarray(tab + 1, end) })
+    start = end + 1
+  }
   return out
 }
 
@@ -255,7 +285,7 @@ const SEQ_WINDOW_PER_ROW = 4
  * after them). The window widens until it holds a page's rows or reaches the watermark, so a page is
  * empty only when nothing is left. `more`: rows may follow what was returned.
  */
-async function readEventLines(c: Chain, after: string, limit: number): Promise<{ lines: string[]; more: boolean }> {
+async function readEventLines(c: Chain, after: string, limit: number): Promise<{ lines: Line[]; more: boolean }> {
   const { input } = c
   const types = input.dataset === 'transactions' ? `AND event_type IN (${MONEY_TYPES_SQL})` : ''
   const below = BigInt(c.watermark)
@@ -265,16 +295,17 @@ async function readEventLines(c: Chain, after: string, limit: number): Promise<{
     const params = { tenant: input.tenantId, brand: input.brandId, after, until: String(until), limit }
     // One query: the scalar subquery (the read's last seq, from the events_by_seq projection) is computed
     // first, and the outer read uses it as a constant for the primary key and the seq min-max index.
-    const lines = await c.deps.ch.reports.queryLines(`
+    const bytes = await c.deps.ch.reports.queryRaw(`
       WITH ${PAYLOAD_JSON}
-      SELECT toString(seq), ${ROW_JSON} FROM events
+      SELECT ${ROW_SELECT} FROM events
       WHERE ${SCOPE} AND seq > {after:UInt64} ${types} AND seq <= (
         SELECT max(seq) FROM (
           SELECT seq FROM events WHERE ${SCOPE} AND seq > {after:UInt64} AND seq < {until:UInt64} ${types}
           ORDER BY seq LIMIT {limit:UInt32}))
       ORDER BY seq
       -- A read covers a few granules: one thread, without the setup of a parallel read (21 → 16 ms a page on chDB).
-      SETTINGS max_threads = 1, ${REPORT_SETTINGS}, ${JSON_SETTINGS}`, params)
+      SETTINGS max_threads = 1, ${REPORT_SETTINGS}, ${FORMAT_SETTINGS}`, params, 'Template')
+    const lines = splitLines(bytes)
     const more = lines.length === limit || until < below
     if (!more || lines.length >= input.limit) return { lines, more }
   }

@@ -68,6 +68,21 @@ t.test('events and transactions: fields, insertion order, pages, incremental syn
   t.equal((await page(key, 'events')).data.length, 6)
 })
 
+t.test('text fields and payloads come back exactly as sent, in JSON as JSON.stringify writes it', async (t) => {
+  const other = await h.createTenant()
+  const odd = 'Book of "Ra" / \\ 😀 é\ttab\nline \u0001'
+  const payload = { game: odd, note: 'a/b', nested: { list: [1, 'x"y', null, true] }, unicode: '✓' }
+  await ingest(other.key, [{ event_id: 'esc/1', player_id: 'p/"1"', event_type: 'bet', session_id: 'tab\there', payload: { amount: 1, currency: 'EUR', ...payload } }])
+  const res = await pollUntil(() => h.request('GET', '/export/events', { key: other.key }), (r) => r.body.data.length === 1)
+  t.same(res.body.data[0], {
+    ...res.body.data[0], event_id: 'esc/1', player_id: 'p/"1"', session_id: 'tab\there', game: odd,
+    payload: { amount: 1, currency: 'EUR', ...payload },
+  })
+  const row = /\{"data":\[(.*)\],"next_cursor"/s.exec(res.text)?.[1] ?? ''
+  t.ok(row.includes('"event_id":"esc/1"'), `'/' is not escaped: ${row.slice(0, 60)}`)
+  t.notOk(/[\t\n]/.test(row), 'no raw tab or newline inside the row')
+})
+
 t.test('a brand whose rows are far apart in the sink: no page comes back empty while rows remain', async (t) => {
   const sparse = await h.createTenant()
   const busy = await h.createTenant()
