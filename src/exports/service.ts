@@ -24,8 +24,8 @@ interface Input {
 const PURPOSE = 'export/v1'
 
 /**
- * The page as the JSON bytes of `{ data, next_cursor }`: event rows arrive from ClickHouse as JSON bytes
- * and are passed on as they are (never decoded into strings), players' as PostgreSQL's JSON text.
+ * The page as the JSON bytes of `{ data, next_cursor }`: the rows' JSON comes from ClickHouse (events)
+ * or PostgreSQL (players) and is passed on as bytes, never decoded into strings.
  */
 export async function exportPage(deps: Deps, input: Input): Promise<Buffer> {
   const codec = await cursorCodec(deps.sql, PURPOSE)
@@ -37,8 +37,7 @@ export async function exportPage(deps: Deps, input: Input): Promise<Buffer> {
   }
   const page = input.dataset === 'players' ? await playersPage(deps, input, position) : await eventsPage(deps, input, position)
   const next = page.next ? codec.encode({ t: input.tenantId, b: input.brandId, d: input.dataset, ...page.next }) : null
-  const data = typeof page.data === 'string' ? Buffer.from(page.data) : page.data
-  return Buffer.concat([DATA_OPEN, data, Buffer.from(`,"next_cursor":${JSON.stringify(next)}}`)])
+  return Buffer.concat([DATA_OPEN, page.data, Buffer.from(`,"next_cursor":${JSON.stringify(next)}}`)])
 }
 
 const DATA_OPEN = Buffer.from('{"data":')
@@ -68,7 +67,9 @@ async function playersPage(deps: Deps, input: Input, position: Record<string, un
   // every step runs on the event loop, and parsing the rows into objects to serialise them again cost as
   // much as the query. Times go as text (::text::timestamptz): the driver would send a timestamptz
   // parameter through a JS Date and drop its microseconds, and the keyset would then never pass a row.
-  const [page] = await sql<{ data: string; last_at: string | null; last_id: string | null }[]>`
+  // The row comes raw (bytes, .raw()): the page's JSON goes out as the bytes it came in, never decoded
+  // into a string and encoded again (~3 ms a page on the event loop).
+  const [page] = (await sql`
     with page as (
       select id, external_id, email, phone, status, metadata, created_at, updated_at from players
       where brand_id = ${input.brandId} and tenant_id = ${input.tenantId} and created_at < ${bound?.w ?? null}::text::timestamptz
@@ -89,11 +90,9 @@ async function playersPage(deps: Deps, input: Input, position: Record<string, un
       -- every profile column but the ids (row_to_json of a row of them: to_jsonb minus keys cost twice as much)
       select row_to_json((select r from (select ${sql.unsafe(profileColumns)}) r)) as profile
       from player_profiles pp where pp.player_id = p.id limit 1
-    ) prof on true`
-  return {
-    data: page?.data ?? '[]',
-    next: page?.last_at && page.last_id ? { at: page.last_at, id: page.last_id } : undefined,
-  }
+    ) prof on true`.raw()) as unknown as [data: Buffer, lastAt: Buffer | null, lastId: Buffer | null][]
+  const [data, lastAt, lastId] = page ?? [EMPTY, null, null]
+  return { data, next: lastAt && lastId ? { at: lastAt.toString(), id: lastId.toString() } : undefined }
 }
 
 /**
