@@ -2,6 +2,7 @@
 // resolved brand of a list) narrows it further.
 import type { TransactionSql } from 'postgres'
 import type { Sql as Pool } from '../db/postgres.ts'
+import { exactTimeSql } from '../lib/rows.ts'
 import { visibleTo } from '../lib/visibility.ts'
 import type { Campaign, CampaignType } from './schemas.ts'
 import { EMPTY_STATS } from './stats.ts'
@@ -141,7 +142,7 @@ export async function selectParticipants(
 ): Promise<ParticipantRow[]> {
   return sql<ParticipantRow[]>`
     select id, player_id, step, status, entered_at, updated_at,
-           to_char(entered_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as pos
+           ${sql.unsafe(exactTimeSql('entered_at'))} as pos
     from campaign_participants
     where campaign_id = ${f.campaignId}
       ${f.status ? sql`and status = ${f.status}` : sql``}

@@ -4,6 +4,7 @@
 // external_id) order, so concurrent groups cannot deadlock.
 import type { ReservedSql, TransactionSql } from 'postgres'
 import type { Sql } from '../db/postgres.ts'
+import { apiTimeSql } from '../lib/rows.ts'
 import type { PlayerColumns, StatusColumns } from './transform.ts'
 
 type Tx = Sql | TransactionSql | ReservedSql
@@ -23,8 +24,7 @@ const playerUpdated = (tx: Tx, changed: ReturnType<Tx>) =>
   tx`jsonb_build_object(
     'player_id', id, 'external_id', external_id, 'email', email, 'phone', phone, 'status', status,
     'metadata', coalesce(metadata, '{}'::jsonb),
-    'created_at', to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-    'updated_at', to_char(updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'changed', ${changed})`
+    'created_at', ${tx.unsafe(apiTimeSql('created_at'))}, 'updated_at', ${tx.unsafe(apiTimeSql('updated_at'))}, 'changed', ${changed})`
 
 export interface PlayerKeyColumns {
   tenant_id: string[]
@@ -219,9 +219,8 @@ export function updateProfiles(tx: Tx, knownIds: (string | null)[], p: PlayerCol
       select tenant_id, brand_id, 'player.converted', jsonb_build_object(
         'player_id', player_id, 'external_id', external_id, 'conversion', 'first_deposit',
         'amount', first_deposit_amount, 'currency', first_deposit_currency,
-        -- as every other time the API and its webhooks write (a campaign conversion's at included), not
-        -- jsonb's session-zone text (…:41.646+00:00)
-        'at', to_char(first_deposit_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+        -- as every other time the API and its webhooks write (a campaign conversion's at included)
+        'at', ${tx.unsafe(apiTimeSql('first_deposit_at'))})
       from upd where converted
     )
     select respin_expect_rows(${p.brand_id.length}, (select count(*) from upd), 'profiles to update')`.execute()

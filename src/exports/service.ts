@@ -8,6 +8,7 @@ import { REPORT_SETTINGS } from '../db/clickhouse.ts'
 import { MONEY_TYPES, MONEY_TYPES_SQL, SCOPE } from '../analytics/queries.ts'
 import { exportWatermark } from '../events/spool.ts'
 import { cursorCodec, decodeCursorOr400, invalidCursor } from '../lib/cursor.ts'
+import { apiTimeSql, exactTimeSql } from '../lib/rows.ts'
 
 type Deps = Pick<AppContext, 'sql' | 'ch'>
 export const DATASETS = ['players', 'events', 'transactions'] as const
@@ -77,15 +78,14 @@ async function playersPage(deps: Deps, input: Input, position: Record<string, un
       order by brand_id, created_at, id
       limit ${input.limit}
     ), last as (
-      select to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as at, id from page order by created_at desc, id desc limit 1
+      select ${sql.unsafe(exactTimeSql('created_at'))} as at, id from page order by created_at desc, id desc limit 1
     )
     -- Each row a record of the fields, its profile a record of every profile column but the ids, made
     -- JSON by json_agg: 12 % quicker on PGlite than json_build_object with row_to_json (whose output
     -- also had a space around every ':'); to_jsonb minus the id keys cost twice as much.
     select coalesce(json_agg((select r from (
         select p.id, p.external_id, p.email, p.phone, p.status, p.metadata,
-          to_char(p.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as created_at,
-          to_char(p.updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as updated_at,
+          ${sql.unsafe(apiTimeSql('p.created_at'))} as created_at, ${sql.unsafe(apiTimeSql('p.updated_at'))} as updated_at,
           case when pp.player_id is not null then (select r from (select ${sql.unsafe(profileColumns)}) r) end as profile) r)
         order by p.created_at, p.id), '[]')::text as data,
       (select at from last) as last_at, (select id::text from last) as last_id
@@ -111,7 +111,7 @@ function profileColumnsOf(sql: Deps['sql']): Promise<string> {
       rows
         .map(({ c, t }) => {
           const name = `"${c.replace(/"/g, '""')}"`
-          return t === 'timestamp with time zone' ? `to_char(pp.${name} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as ${name}` : `pp.${name}`
+          return t === 'timestamp with time zone' ? `${apiTimeSql(`pp.${name}`)} as ${name}` : `pp.${name}`
         })
         .join(', '),
     )

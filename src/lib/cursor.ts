@@ -5,6 +5,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
 import type { Sql } from '../db/postgres.ts'
 import { badRequest } from '../errors.ts'
+import { exactTimeSql } from './rows.ts'
 
 export interface CursorCodec {
   encode(payload: Record<string, unknown>): string
@@ -79,12 +80,8 @@ export async function cursorCodec(sql: Sql, purpose: string): Promise<CursorCode
   return createCursorCodec(await appSecret(sql, 'cursor'), purpose)
 }
 
-/**
- * created_at as exact text (microseconds), selected as `created_key` for a keyset cursor. A cursor's time
- * goes back as `${after.t}::text::timestamptz`: as a parameter typed timestamptz, the driver would send it
- * as a Date, cut to milliseconds, and skip the rows created later in the same millisecond.
- */
-export const CREATED_KEY = `to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as created_key`
+/** created_at as exact text, selected as `created_key` for a keyset cursor (rows.ts exactTimeSql). */
+export const CREATED_KEY = `${exactTimeSql('created_at')} as created_key`
 
 /**
  * A newest-first keyset over (created_at, id): the position a cursor names, and the next page's cursor.

@@ -4,6 +4,7 @@ import type { AppContext } from '../context.ts'
 import { markStatsStale } from '../campaigns/stats.ts'
 import { notFound } from '../errors.ts'
 import { CREATED_KEY, cursorCodec, keysetCursor } from '../lib/cursor.ts'
+import { apiTimeSql } from '../lib/rows.ts'
 import type { Visibility } from '../lib/visibility.ts'
 import { visibleTo } from '../lib/visibility.ts'
 import { findPlayerRef } from '../players/service.ts'
@@ -78,7 +79,7 @@ export async function unsubscribe(deps: Deps, token: string): Promise<boolean> {
     // since (a consent_update), and this click says no again. Already withdrawn, it stays as it was.
     await tx`
       update player_profiles set consent = consent || jsonb_build_object('email',
-        jsonb_build_object('granted', false, 'at', to_char(now() at time zone 'utc', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'source', 'unsubscribe')),
+        jsonb_build_object('granted', false, 'at', ${tx.unsafe(apiTimeSql('now()'))}, 'source', 'unsubscribe')),
         updated_at = now()
       where player_id = ${n.player_id} and (consent->'email'->>'granted') is distinct from 'false'`
     if (n.first) await messageEvent(tx, 'email.unsubscribed', { ...n, channel: 'email' }, { email: n.email })

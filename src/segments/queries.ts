@@ -3,6 +3,7 @@
 import type { TransactionSql } from 'postgres'
 import type { Sql as Pool } from '../db/postgres.ts'
 import { visibleTo, type Visibility } from '../lib/visibility.ts'
+import { exactTimeSql } from '../lib/rows.ts'
 import type { Fragment } from './fields.ts'
 import { compileRules } from './rules.ts'
 
@@ -82,7 +83,7 @@ export async function selectMembersPage(
   q: { after?: { pos: string; id: string }; limit: number; now: Date },
 ): Promise<MemberRow[]> {
   return sql<MemberRow[]>`
-    select p.id, to_char(p.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as pos,
+    select p.id, ${sql.unsafe(exactTimeSql('p.created_at'))} as pos,
            p.external_id, p.email, p.phone, pp.name, pp.consent, pp.country
     from players p left join player_profiles pp on pp.player_id = p.id
     where p.tenant_id = ${seg.tenant_id} and p.brand_id = ${seg.brand_id}

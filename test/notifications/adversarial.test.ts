@@ -204,6 +204,8 @@ t.test('an unsubscribe reaches a marketing email already queued (held by quiet h
   t.ok(Date.parse(held.data.scheduled_at) > now + 60_000, 'held until the quiet hours end')
 
   t.equal((await fetch(unsubscribe, { method: 'POST', body: 'List-Unsubscribe=One-Click' })).status, 200)
+  const [consent] = await ctx.sql<{ email: { granted: boolean; at: string; source: string } }[]>`select consent->'email' as email from player_profiles where player_id = ${p.id}`
+  t.match(consent?.email, { granted: false, source: 'unsubscribe', at: /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/ }, 'withdrawn, at a time written as the API writes times')
   // The quiet hours end.
   await must(h.request('PUT', '/settings/delivery', { key: tenant.key, body: {} }), 200)
   await ctx.sql`update notifications set due_at = now(), scheduled_at = now() where id = ${held.notification_id}`
