@@ -85,9 +85,11 @@ if (!process.env.DATABASE_URL || !process.env.REDIS_URL) {
     // webhook-signature both (the rotate response is the receiver's cue to switch); contract: PATCH accepts
     // url and active; docs/webhooks.md 6: an inactive endpoint "gets no new deliveries; its pending ones
     // wait". B sends a steady stream of pings it created itself while A changes the endpoint; an attempt
-    // arriving more than MARGIN ms after A answered must follow the change (the margin covers an attempt
-    // that read the endpoint just before the change and was still on its way: on a loaded 2-core CI
-    // machine, with the receiver in this busy process, 150 ms was not always enough for A's own).
+    // that started more than MARGIN ms after A answered must follow the change. An attempt's start is the
+    // `at` of its log entry, taken right after it read the endpoint, before signing: judged by its arrival
+    // instead, an attempt of A's own that read the endpoint just before the change arrived 150 ms and, on
+    // a slower machine, 400 ms after A answered (the HTTP worker and this busy receiver process). The
+    // margin covers a read of the endpoint already in flight when the change committed.
     const MARGIN = 400
     const PHASE = 1600
     const tenant = await h.createTenant()
@@ -107,14 +109,26 @@ if (!process.env.DATABASE_URL || !process.env.REDIS_URL) {
     })
     await waitFor('B attempting its pings', () => [...w.byWhom.values()].includes(bPid))
     await sleep(300)
-    const arrivedAfter = (at: number) => w.rx.received.filter((r) => r.at > at + MARGIN)
     const fromB = (rs: Received[]) => rs.filter((r) => w.byWhom.get(r) === bPid).length
+    /** The requests received whose attempt started more than MARGIN ms after `at` (once each is logged). */
+    async function startedAfter(at: number): Promise<Received[]> {
+      const received = [...w.rx.received]
+      const ids = received.map((r) => r.headers['webhook-id'] as string)
+      const started = new Map<string, number>()
+      await waitFor('every received attempt logged', async () => {
+        const rows = await sql<{ id: string; at: string | null }[]>`
+          select id::text, attempts->-1->>'at' as at from webhook_deliveries where id = any(${ids}::uuid[])`
+        for (const r of rows) if (r.at) started.set(r.id, Date.parse(r.at))
+        return ids.every((i) => started.has(i))
+      })
+      return received.filter((r) => (started.get(r.headers['webhook-id'] as string) as number) > at + MARGIN)
+    }
 
     const rotated = await must(A('PATCH', `/webhooks/${id}`, tenant.key, { rotate_secret: true }), 200)
     const t1 = Date.now()
     const secret = rotated.data.secret as string
     await sleep(PHASE)
-    const phase1 = arrivedAfter(t1)
+    const phase1 = await startedAfter(t1)
     const stale = phase1.filter((r) => r.headers['x-respin-signature'] !== sigOf(secret, r.body))
     t.ok(fromB(phase1) > 0, `B attempted ${fromB(phase1)} of the ${phase1.length} deliveries after the rotation`)
     t.equal(stale.length, 0, `X-Respin-Signature by the new secret (${stale.length} signed by the old one, ${fromB(stale)} of them by B)`)
@@ -123,7 +137,7 @@ if (!process.env.DATABASE_URL || !process.env.REDIS_URL) {
     await must(A('PATCH', `/webhooks/${id}`, tenant.key, { url: w.rx.url('/new') }), 200)
     const t2 = Date.now()
     await sleep(PHASE)
-    const phase2 = arrivedAfter(t2)
+    const phase2 = await startedAfter(t2)
     const toOld = phase2.filter((r) => r.path === '/old')
     t.ok(phase2.some((r) => r.path === '/new'), 'deliveries reach the new URL')
     t.equal(toOld.length, 0, `nothing to the old URL after the change (${toOld.length} sent there, ${fromB(toOld)} by B)`)
@@ -131,7 +145,7 @@ if (!process.env.DATABASE_URL || !process.env.REDIS_URL) {
     await must(A('PATCH', `/webhooks/${id}`, tenant.key, { active: false }), 200)
     const t3 = Date.now()
     await sleep(PHASE)
-    const phase3 = arrivedAfter(t3)
+    const phase3 = await startedAfter(t3)
     t.equal(phase3.length, 0, `nothing sent once inactive (${phase3.length} sent, ${fromB(phase3)} by B)`)
     streaming = false
     await pinger
