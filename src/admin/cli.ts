@@ -67,6 +67,20 @@ if (values.help) {
 }
 if (!command) usageError('missing command')
 
+/** Each command's required options, checked before the database is opened: a usage error is immediate. */
+const REQUIRED: Record<string, (keyof typeof values)[]> = {
+  bootstrap: ['name'],
+  'tenant:create': ['name'],
+  'tenant:list': [],
+  'brand:create': ['tenant', 'name', 'slug'],
+  'key:create': ['tenant'],
+  'key:list': ['tenant'],
+  'key:revoke': ['id'],
+}
+const required = Object.hasOwn(REQUIRED, command) ? REQUIRED[command] : undefined
+if (!required) usageError(`unknown command: ${command}`)
+for (const name of required) need(name)
+
 // The CLI logs at warn unless LOG_LEVEL says otherwise (the service: info): its output is its answer.
 // A bad setting is a message and exit 78 (EX_CONFIG), as for the service.
 function configOrExit() {
@@ -187,8 +201,7 @@ async function run(deps: admin.AdminDeps): Promise<unknown> {
       })
     }
     default:
-      process.stderr.write(`unknown command: ${command}\n\n${USAGE}\n`)
-      process.exit(2)
+      return usageError(`unknown command: ${command}`) // REQUIRED names every command above
   }
 }
 

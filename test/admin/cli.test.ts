@@ -43,8 +43,19 @@ t.test('bootstrap creates a tenant, its default brand and a working full-access 
   t.equal((await h.request('POST', '/_probe/ingest', { key: more.key })).status, 401, 'the revoked key fails')
 })
 
-t.test('a usage error exits non-zero with the usage text', async (t) => {
-  t.throws(() => execFileSync(process.execPath, ['--import', './src/ts-loader.mjs', 'src/admin/cli.ts', 'key:create'], { encoding: 'utf8', stdio: 'pipe' }))
+t.test('a usage error exits 2 with the usage text before the database is opened', async (t) => {
+  // DATA_DIR under a file: a CLI that opened the database first would fail there instead (exit 1).
+  const file = join(dataDir, 'not-a-directory')
+  writeFileSync(file, '')
+  for (const [args, message] of [[['key:create'], /missing --tenant/], [['brand:create', '--tenant', 'x', '--name', 'n'], /missing --slug/], [['tenant:drop'], /unknown command: tenant:drop/], [[], /missing command/]] as const) {
+    const r = spawnSync(process.execPath, ['--import', './src/ts-loader.mjs', 'src/admin/cli.ts', ...args], {
+      env: { ...process.env, DATA_DIR: join(file, 'data'), DATABASE_URL: '', CLICKHOUSE_URL: '', REDIS_URL: '', LOG_LEVEL: 'silent' },
+      encoding: 'utf8',
+    })
+    t.equal(r.status, 2, args.join(' ') || '(no command)')
+    t.match(r.stderr, message)
+    t.match(r.stderr, /usage: npm run admin/)
+  }
 })
 
 t.test('a database the CLI cannot open is a message naming the next step and exit 1, not a stack trace', async (t) => {
