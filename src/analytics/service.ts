@@ -290,9 +290,10 @@ export async function cohorts(deps: Deps, scope: Scope, input: { months: number 
     // are asked for, months after the 64th are left out), OR-ed per player: half the time of a set of
     // months per player (groupUniqArrayIf: 362 → 176 ms at 36 months, 10M events, same rows).
     chQuery<{ cohort: string; k: number; n: string }>(deps.ch, `
-      SELECT toString(c) AS cohort, toInt32(bit - dateDiff('month', toDate(${at('start')}), c)) AS k, toString(count()) AS n
+      SELECT toString(c) AS cohort, toInt32(bit - c_bit) AS k, toString(count()) AS n
       FROM (
         SELECT toStartOfMonth(if(min(registered_at) < ${NO_TIME}, min(registered_at), min(first_received_at))) AS c,
+          dateDiff('month', toDate(${at('start')}), c) AS c_bit,
           groupBitOrIf(bitShiftLeft(toUInt64(1), toUInt8(dateDiff('month', toDate(${at('start')}), month))), is_activity) AS months
         FROM (
           SELECT player_id, registered_at, first_received_at, toDate(0) AS month, false AS is_activity FROM rollup_players WHERE ${SCOPE}
@@ -302,7 +303,7 @@ export async function cohorts(deps: Deps, scope: Scope, input: { months: number 
         )
         GROUP BY player_id HAVING c >= toDate(${at('start')})
       ) ARRAY JOIN bitPositionsToArray(months) AS bit
-      WHERE bit >= dateDiff('month', toDate(${at('start')}), c) GROUP BY c, k`, scope, params),
+      WHERE bit >= c_bit GROUP BY c, k`, scope, params),
     // Money: each player's totals joined to their cohort (the smaller side), summed per (cohort, currency).
     chQuery<{ cohort: string; currency: string } & Record<'deposits' | 'bets' | 'wins' | 'bet_rollbacks' | 'win_rollbacks', string>>(deps.ch, `
       SELECT toString(c.cohort) AS cohort, b.currency AS currency, sum(b.deposits) AS deposits, sum(b.bets) AS bets,

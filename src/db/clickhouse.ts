@@ -18,8 +18,7 @@ export type Params = Record<string, unknown>
 export type Columns = readonly (readonly [name: string, type: string])[]
 
 /** The reads of `ClickHouse.reports`. */
-export type ReportReader = Pick<ClickHouse, 'query' | 'queryRaw'>
-export type RawFormat = 'TabSeparatedRaw' | 'Template'
+export type ReportReader = Pick<ClickHouse, 'query' | 'queryTemplate'>
 
 export interface ClickHouse {
   kind: 'server' | 'chdb'
@@ -40,11 +39,10 @@ export interface ClickHouse {
   /** SELECT returning rows (JSONEachRow). Bind user values with {name:Type} placeholders only. */
   query<T = Record<string, unknown>>(sql: string, params?: Params): Promise<T[]>
   /**
-   * SELECT returning its output in a text format as bytes, for output passed on as it is (an export
-   * page's JSON): TabSeparatedRaw (values unescaped, so none may hold a tab or newline), or Template with
-   * the row format in the query's `format_template_row_format` setting.
+   * SELECT returning its output in ClickHouse's Template format, with the row format in the query's
+   * `format_template_row_format` setting, as bytes: for output passed on as it is (an export page's JSON).
    */
-  queryRaw(sql: string, params: Params | undefined, format: RawFormat): Promise<Buffer>
+  queryTemplate(sql: string, params: Params | undefined): Promise<Buffer>
   /** DDL or other statements without a result. */
   command(sql: string, params?: Params): Promise<void>
   /**
@@ -108,11 +106,11 @@ async function openServer(url: string, log: Logger): Promise<ClickHouse> {
         return rs.json<T>()
       })
     },
-    queryRaw(sql: string, params: Params | undefined, format: RawFormat) {
+    queryTemplate(sql: string, params: Params | undefined) {
       const query_id = nextQueryId()
       return run('query', query_id, async () => {
         // The client's format list lacks Template; text() reads any format's body as it is.
-        const rs = await c.query({ query: sql, query_params: params, format: format as 'TabSeparatedRaw', query_id })
+        const rs = await c.query({ query: sql, query_params: params, format: 'Template' as 'TabSeparatedRaw', query_id })
         // text() is the client's way to a whole body that also catches an error ClickHouse sends mid-stream.
         return Buffer.from(await rs.text())
       })
@@ -194,8 +192,9 @@ async function openChdb(dataDir: string, log: Logger): Promise<ClickHouse> {
         return parseJsonEachRow<T>(result.text())
       })
     },
-    queryRaw(sql: string, params: Params | undefined, format: RawFormat) {
+    queryTemplate(sql: string, params: Params | undefined) {
       return run('query', async () => {
+        const format = 'Template'
         const result = params ? await session.queryBindAsync(sql, params, { format }) : await session.queryAsync(sql, { format })
         // The bytes as they are: decoding them to a string cost ~3 ns a byte on the event loop (node 20's
         // UTF-8 decoder), and the answer would encode them again (an export page: ~5 ms of its ~17).
@@ -287,7 +286,7 @@ export function reportsOf(read: ReportReader, slots: number, queue = REPORT_QUEU
   }
   return {
     query: (sql, params) => limited(() => read.query(sql, params)),
-    queryRaw: (sql, params, format) => limited(() => read.queryRaw(sql, params, format)),
+    queryTemplate: (sql, params) => limited(() => read.queryTemplate(sql, params)),
   }
 }
 

@@ -42,6 +42,7 @@ export async function exportPage(deps: Deps, input: Input): Promise<Buffer> {
 }
 
 const DATA_OPEN = Buffer.from('{"data":')
+const [OPEN, COMMA, CLOSE, EMPTY] = ['[', ',', ']', '[]'].map((t) => Buffer.from(t)) as [Buffer, Buffer, Buffer, Buffer]
 
 // ---------------------------------------------------------------------------------------------- players
 
@@ -255,13 +256,11 @@ async function readPages(c: Chain, after: string, pages: number): Promise<Page[]
   return out
 }
 
-const [OPEN, COMMA, CLOSE, EMPTY] = ['[', ',', ']', '[]'].map((t) => Buffer.from(t)) as [Buffer, Buffer, Buffer, Buffer]
-
 /** One row of a read: its seq and its JSON (a view into the read's bytes). */
 interface Line { seq: string; row: Buffer }
 
-/** `seq<TAB>row JSON<LF>` lines as (seq, row) pairs, the rows left as bytes (see ClickHouse.queryRaw). */
-export function splitLines(bytes: Buffer): Line[] {
+/** `seq<TAB>row JSON<LF>` lines as (seq, row) pairs, the rows left as bytes (see ClickHouse.queryTemplate). */
+function splitLines(bytes: Buffer): Line[] {
   const out: Line[] = []
   for (let start = 0; start < bytes.length; ) {
     let end = bytes.indexOf(0x0a, start)
@@ -294,7 +293,7 @@ async function readEventLines(c: Chain, after: string, limit: number): Promise<{
     const params = { tenant: input.tenantId, brand: input.brandId, after, until: String(until), limit }
     // One query: the scalar subquery (the read's last seq, from the events_by_seq projection) is computed
     // first, and the outer read uses it as a constant for the primary key and the seq min-max index.
-    const bytes = await c.deps.ch.reports.queryRaw(`
+    const bytes = await c.deps.ch.reports.queryTemplate(`
       WITH ${PAYLOAD_JSON}
       SELECT ${ROW_SELECT} FROM events
       WHERE ${SCOPE} AND seq > {after:UInt64} ${types} AND seq <= (
@@ -303,7 +302,7 @@ async function readEventLines(c: Chain, after: string, limit: number): Promise<{
           ORDER BY seq LIMIT {limit:UInt32}))
       ORDER BY seq
       -- A read covers a few granules: one thread, without the setup of a parallel read (21 → 16 ms a page on chDB).
-      SETTINGS max_threads = 1, ${REPORT_SETTINGS}, ${FORMAT_SETTINGS}`, params, 'Template')
+      SETTINGS max_threads = 1, ${REPORT_SETTINGS}, ${FORMAT_SETTINGS}`, params)
     const lines = splitLines(bytes)
     const more = lines.length === limit || until < below
     if (!more || lines.length >= input.limit) return { lines, more }
