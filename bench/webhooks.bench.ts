@@ -19,6 +19,7 @@ import { loadConfig } from '../src/config.ts'
 import { fanOut } from '../src/webhooks/dispatcher.ts'
 import { recordOutcomes } from '../src/webhooks/queries.ts'
 import { createEndpoint, deliveryBody } from '../src/webhooks/service.ts'
+import { outboxWritten } from '../src/lib/outbox.ts'
 import { cpuLine, postgresCpuMeter, readCpu } from './cpu.ts'
 import { freshDatabase, type FreshDatabase } from './fresh-database.ts'
 
@@ -131,6 +132,9 @@ async function main() {
         insert into outbox (tenant_id, brand_id, event, data)
         select ${tenant!.id}, b, 'player.created', jsonb_build_object('player_id', gen_random_uuid(), 'external_id', 'p' || n, 't', ${t}::float8)
         from unnest(${idx.map((i) => brandIds[i]!)}::uuid[], ${idx.map((i) => i + offset)}::int[]) as x(b, n)`
+      // As every writer of its own outbox SQL does (lib/outbox.ts): embedded PostgreSQL has no NOTIFY, and
+      // without this the embedded run measured the fan-out's idle poll instead of the engine.
+      outboxWritten()
     }
     const waitCount = async (n: number, limitMs: number) => {
       const deadline = Date.now() + limitMs
