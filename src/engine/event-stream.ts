@@ -262,7 +262,7 @@ export function createEventStream(deps: { sql: Sql; interestSql?: Sql; bus: Bus;
       select c.name, t.tenant_id, t.brand_id,
              (select p.id from players p where p.brand_id = t.brand_id and p.external_id = t.external_id),
              t.external_id, t.event_id, t.event_type, t.source_type, to_timestamp(t.event_time / 1000),
-             to_timestamp(t.received_at / 1000), t.fields::jsonb, t.payload::jsonb, event_stream_part(t.brand_id, t.external_id)
+             to_timestamp(t.received_at / 1000), t.fields::json, t.payload::json, event_stream_part(t.brand_id, t.external_id)
       from unnest(${r.consumers}::text[], ${r.tenant_id}::uuid[], ${r.brand_id}::uuid[], ${r.external_id}::text[],
                   ${r.event_id}::text[], ${r.event_type}::text[], ${r.source_type}::text[], ${r.event_time}::float8[],
                   ${r.received_at}::float8[], ${r.fields}::text[], ${r.payload}::text[])
