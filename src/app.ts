@@ -5,6 +5,7 @@ import type { Config } from './config.ts'
 import type { AppContext } from './context.ts'
 import { openBus } from './db/bus.ts'
 import { openClickHouse } from './db/clickhouse.ts'
+import { startEmbeddedVacuum } from './db/embedded-vacuum.ts'
 import { migrateClickHouseAtStart, migratePostgres } from './db/migrate.ts'
 import { openPostgres } from './db/postgres.ts'
 import { closeRedis, openRedis } from './db/redis.ts'
@@ -59,6 +60,8 @@ const backgroundServices: StartService[] = [
   onEnginePool(startGamificationEngine),
   // After the event stream: it registers the campaigns' consumer there.
   onEnginePool((ctx) => (ctx.campaigns = startCampaignEngine(ctx, { pollMs: ctx.config.campaignEnginePollMs }))),
+  // Embedded PostgreSQL has no autovacuum: what it would do for the tables above.
+  onEnginePool(startEmbeddedVacuum),
 ]
 
 export async function startApp(

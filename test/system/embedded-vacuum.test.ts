@@ -1,0 +1,30 @@
+// Embedded PostgreSQL runs no autovacuum (src/db/embedded-vacuum.ts): the process vacuums tables whose
+// dead rows pile up, as autovacuum would on a server. The same function on a server database vacuums too.
+import t from 'tap'
+import { vacuumDeadRows } from '../../src/db/embedded-vacuum.ts'
+import { startHarness } from '../helpers/harness.ts'
+
+const h = await startHarness(t)
+const sql = h.app.ctx.sql
+
+t.test('a table whose updates left dead rows is vacuumed, and a quiet one is not', async (t) => {
+  // On a server, autovacuum could get there first (this file has a database of its own: harness.ts).
+  if (h.app.ctx.pg.kind === 'postgres') await sql`alter table outbox set (autovacuum_enabled = false)`
+  const tenant = await h.createTenant()
+  await sql`
+    insert into outbox (tenant_id, brand_id, event, data)
+    select ${tenant.id}, null, 'test.churn', jsonb_build_object('i', i) from generate_series(1, 3000) i`
+  // What the fan-out does to each row it dispatched, three times over: 9,000 dead row versions.
+  for (let i = 0; i < 3; i++) await sql`update outbox set data = data || '{"n": 1}' where tenant_id = ${tenant.id}`
+  const dead = async () => Number((await sql<{ n: string }[]>`select n_dead_tup::text as n from pg_stat_user_tables where relname = 'outbox'`)[0]?.n)
+  // The statistics reach pg_stat_user_tables when the backend reports them (at most a second on a server).
+  for (let i = 0; i < 50 && (await dead()) < 9000; i++) await new Promise((r) => setTimeout(r, 100))
+  t.ok((await dead()) >= 9000, 'the updates left their dead rows')
+  const vacuumed = await vacuumDeadRows(sql)
+  t.ok(vacuumed.includes('public.outbox'), `outbox vacuumed (${vacuumed.join(', ')})`)
+  t.notOk(vacuumed.includes('public.tenants'), 'a table without dead rows is left alone')
+  for (let i = 0; i < 50 && (await dead()) > 0; i++) await new Promise((r) => setTimeout(r, 100))
+  t.equal(await dead(), 0, 'no dead rows left in outbox')
+  t.same(await vacuumDeadRows(sql, { minDead: 1000 }), [], 'nothing is due right after')
+  await sql`delete from outbox where tenant_id = ${tenant.id}`
+})
