@@ -54,7 +54,9 @@ function parseOptions() {
 }
 const { positionals, values } = parseOptions()
 
-function need(name: keyof typeof values): string {
+type Option = keyof typeof values
+
+function need(name: Option): string {
   const value = values[name]
   if (typeof value !== 'string' || !value) usageError(`missing --${name}`)
   return value
@@ -67,19 +69,117 @@ if (values.help) {
 }
 if (!command) usageError('missing command')
 
-/** Each command's required options, checked before the database is opened: a usage error is immediate. */
-const REQUIRED: Record<string, (keyof typeof values)[]> = {
-  bootstrap: ['name'],
-  'tenant:create': ['name'],
-  'tenant:list': [],
-  'brand:create': ['tenant', 'name', 'slug'],
-  'key:create': ['tenant'],
-  'key:list': ['tenant'],
-  'key:revoke': ['id'],
+/** What a command does against the database, once its options are checked. */
+type Action = (deps: admin.AdminDeps) => Promise<unknown>
+
+/**
+ * Each command: its required options (a missing one is a usage error, exit 2) and `prepare`, which checks
+ * the values as the API would (exit 1 with the API's error) and returns the action. Both run before the
+ * database is opened, so a mistyped command costs nothing and touches nothing.
+ */
+const COMMANDS: Record<string, { required: Option[]; prepare(): Action }> = {
+  bootstrap: {
+    required: ['name'],
+    prepare() {
+      const tenantBody = checked(CreateTenantBody, { name: need('name') })
+      const brandSlug = values.brand ?? 'main'
+      const brandBody = checked(CreateBrandBody, { name: brandSlug, slug: brandSlug })
+      return (deps) =>
+        audited(deps, async (d, audit) => {
+          const tenant = await admin.createTenant(d, tenantBody)
+          await audit('adminCreateTenant', tenant.id, { type: 'tenant', id: tenant.id }, tenant)
+          const brand = await admin.createBrand(d, { tenantId: tenant.id, ...brandBody })
+          await audit('adminCreateBrand', tenant.id, { type: 'brand', id: brand.id }, brand)
+          const key = await admin.createApiKey(d, { tenantId: tenant.id, name: 'bootstrap' })
+          await audit('adminCreateKey', tenant.id, { type: 'api_key', id: key.id }, key)
+          return { tenant, brand, key }
+        })
+    },
+  },
+  'tenant:create': {
+    required: ['name'],
+    prepare() {
+      const body = checked(CreateTenantBody, { name: need('name'), ...(values.slug !== undefined && { slug: values.slug }) })
+      return (deps) =>
+        audited(deps, async (d, audit) => {
+          const tenant = await admin.createTenant(d, body)
+          await audit('adminCreateTenant', tenant.id, { type: 'tenant', id: tenant.id }, tenant)
+          return tenant
+        })
+    },
+  },
+  'tenant:list': {
+    required: [],
+    prepare: () => (deps) => admin.listTenants(deps),
+  },
+  'brand:create': {
+    required: ['tenant', 'name', 'slug'],
+    prepare() {
+      const tenantId = needId('tenant', 'tenant')
+      const body = checked(CreateBrandBody, { name: need('name'), slug: need('slug') })
+      return (deps) =>
+        audited(deps, async (d, audit) => {
+          const brand = await admin.createBrand(d, { tenantId, ...body })
+          await audit('adminCreateBrand', tenantId, { type: 'brand', id: brand.id }, brand)
+          return brand
+        })
+    },
+  },
+  'key:create': {
+    required: ['tenant'],
+    prepare() {
+      const tenantId = needId('tenant', 'tenant')
+      const body = checked(CreateKeyBody, {
+        name: values.name ?? 'cli',
+        ...(values.scopes !== undefined && { scopes: values.scopes.split(',').filter(Boolean) }),
+        ...(values.brand !== undefined && { brand: values.brand }),
+        ...(values['expires-at'] !== undefined && { expires_at: values['expires-at'] }),
+      })
+      return (deps) =>
+        audited(deps, async (d, audit) => {
+          const key = await admin.createApiKey(d, { tenantId, ...body })
+          await audit('adminCreateKey', tenantId, { type: 'api_key', id: key.id }, key)
+          return key
+        })
+    },
+  },
+  'key:list': {
+    required: ['tenant'],
+    prepare() {
+      const tenantId = needId('tenant', 'tenant')
+      return (deps) => admin.listApiKeys(deps, tenantId)
+    },
+  },
+  'key:revoke': {
+    required: ['id'],
+    prepare() {
+      const keyId = needId('id', 'API key')
+      return (deps) =>
+        audited(deps, async (d, audit) => {
+          const before = await q.selectKey(d.sql, keyId)
+          const revoked = await admin.revokeApiKey(d, keyId)
+          await audit('adminRevokeKey', before?.tenant_id, { type: 'api_key', id: keyId }, revoked, before)
+          return revoked
+        })
+    },
+  },
 }
-const required = Object.hasOwn(REQUIRED, command) ? REQUIRED[command] : undefined
-if (!required) usageError(`unknown command: ${command}`)
-for (const name of required) need(name)
+
+/** The API's error code and message, as the CLI prints an error the API would answer with. */
+const errorLine = (err: AppError) => `${err.code}: ${err.message}${err.details ? ` ${JSON.stringify(err.details)}` : ''}\n`
+
+const spec = Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined
+if (!spec) usageError(`unknown command: ${command}`)
+for (const name of spec.required) need(name)
+let action: Action
+try {
+  action = spec.prepare()
+} catch (err) {
+  // An option's value the API would refuse (a body field, an id that is no UUID): exit 1, as after opening.
+  if (!(err instanceof AppError)) throw err
+  process.stderr.write(errorLine(err))
+  process.exit(1)
+}
 
 // The CLI logs at warn unless LOG_LEVEL says otherwise (the service: info): its output is its answer.
 // A bad setting is a message and exit 78 (EX_CONFIG), as for the service.
@@ -118,13 +218,13 @@ try {
   })
   const bus = await openBus(pg, log, config.databaseUrl, { publishOnly: true })
   const deps = { sql: pg.sql, bus }
-  const result = await run(deps)
+  const result = await action(deps)
   process.stdout.write(`${JSON.stringify(result, null, 2)}\n`)
   await bus.close()
 } catch (err) {
   exitCode = 1
-  if (err instanceof AppError) process.stderr.write(`${err.code}: ${err.message}${err.details ? ` ${JSON.stringify(err.details)}` : ''}\n`)
-  else throw err
+  if (!(err instanceof AppError)) throw err
+  process.stderr.write(errorLine(err))
 } finally {
   await pg.close()
 }
@@ -143,66 +243,6 @@ function needId(name: 'tenant' | 'id', what: string): string {
   const value = need(name)
   if (!isUuid(value)) throw notFound(what)
   return value
-}
-
-async function run(deps: admin.AdminDeps): Promise<unknown> {
-  switch (command) {
-    case 'bootstrap':
-      return audited(deps, async (d, audit) => {
-        const tenant = await admin.createTenant(d, checked(CreateTenantBody, { name: need('name') }))
-        await audit('adminCreateTenant', tenant.id, { type: 'tenant', id: tenant.id }, tenant)
-        const brandSlug = values.brand ?? 'main'
-        const brand = await admin.createBrand(d, { tenantId: tenant.id, ...checked(CreateBrandBody, { name: brandSlug, slug: brandSlug }) })
-        await audit('adminCreateBrand', tenant.id, { type: 'brand', id: brand.id }, brand)
-        const key = await admin.createApiKey(d, { tenantId: tenant.id, name: 'bootstrap' })
-        await audit('adminCreateKey', tenant.id, { type: 'api_key', id: key.id }, key)
-        return { tenant, brand, key }
-      })
-    case 'tenant:create':
-      return audited(deps, async (d, audit) => {
-        const tenant = await admin.createTenant(d, checked(CreateTenantBody, { name: need('name'), ...(values.slug !== undefined && { slug: values.slug }) }))
-        await audit('adminCreateTenant', tenant.id, { type: 'tenant', id: tenant.id }, tenant)
-        return tenant
-      })
-    case 'tenant:list':
-      return admin.listTenants(deps)
-    case 'brand:create': {
-      const tenantId = needId('tenant', 'tenant')
-      const body = checked(CreateBrandBody, { name: need('name'), slug: need('slug') })
-      return audited(deps, async (d, audit) => {
-        const brand = await admin.createBrand(d, { tenantId, ...body })
-        await audit('adminCreateBrand', tenantId, { type: 'brand', id: brand.id }, brand)
-        return brand
-      })
-    }
-    case 'key:create': {
-      const tenantId = needId('tenant', 'tenant')
-      const body = checked(CreateKeyBody, {
-        name: values.name ?? 'cli',
-        ...(values.scopes !== undefined && { scopes: values.scopes.split(',').filter(Boolean) }),
-        ...(values.brand !== undefined && { brand: values.brand }),
-        ...(values['expires-at'] !== undefined && { expires_at: values['expires-at'] }),
-      })
-      return audited(deps, async (d, audit) => {
-        const key = await admin.createApiKey(d, { tenantId, ...body })
-        await audit('adminCreateKey', tenantId, { type: 'api_key', id: key.id }, key)
-        return key
-      })
-    }
-    case 'key:list':
-      return admin.listApiKeys(deps, needId('tenant', 'tenant'))
-    case 'key:revoke': {
-      const keyId = needId('id', 'API key')
-      return audited(deps, async (d, audit) => {
-        const before = await q.selectKey(d.sql, keyId)
-        const revoked = await admin.revokeApiKey(d, keyId)
-        await audit('adminRevokeKey', before?.tenant_id, { type: 'api_key', id: keyId }, revoked, before)
-        return revoked
-      })
-    }
-    default:
-      return usageError(`unknown command: ${command}`) // REQUIRED names every command above
-  }
 }
 
 type Audit = (action: string, tenantId: string | undefined, target: { type: string; id: string }, after: unknown, before?: unknown) => Promise<void>

@@ -56,6 +56,16 @@ t.test('a usage error exits 2 with the usage text before the database is opened'
     t.match(r.stderr, message)
     t.match(r.stderr, /usage: npm run admin/)
   }
+  // A value the API would refuse: its error and exit 1, still without opening the database.
+  for (const [args, message] of [[['key:list', '--tenant', 'nope'], /^NOT_FOUND: tenant not found/], [['brand:create', '--tenant', '00000000-0000-4000-8000-000000000000', '--name', 'n', '--slug', 'Not A Slug'], /^BAD_REQUEST: invalid options .*slug/]] as const) {
+    const r = spawnSync(process.execPath, ['--import', './src/ts-loader.mjs', 'src/admin/cli.ts', ...args], {
+      env: { ...process.env, DATA_DIR: join(file, 'data'), DATABASE_URL: '', CLICKHOUSE_URL: '', REDIS_URL: '', LOG_LEVEL: 'silent' },
+      encoding: 'utf8',
+    })
+    t.equal(r.status, 1, args.join(' '))
+    t.match(r.stderr, message)
+    t.notMatch(r.stderr, /cannot open the database/)
+  }
 })
 
 t.test('a database the CLI cannot open is a message naming the next step and exit 1, not a stack trace', async (t) => {
