@@ -12,6 +12,10 @@ import { startTicker } from '../engine/work-loop.ts'
 import type { Sql } from './postgres.ts'
 
 const EVERY_MS = 60_000
+/** Tables that vacuum themselves: the spool's flusher vacuums event_spool every few seconds (spool.ts). */
+const SELF_VACUUMED = ['event_spool']
+/** A round longer than this is logged at info: it held the embedded database's one connection that long. */
+const SLOW_ROUND_MS = 1000
 
 /**
  * VACUUMs each table whose dead rows are over `minDead` and over a tenth of its live ones (autovacuum's
@@ -19,10 +23,11 @@ const EVERY_MS = 60_000
  * skip_locked, so a table a migration holds is left for the next round; no truncation, which would take
  * an exclusive lock (freed space is reused).
  */
-export async function vacuumDeadRows(sql: Sql, opts: { minDead?: number } = {}): Promise<string[]> {
+export async function vacuumDeadRows(sql: Sql, opts: { minDead?: number; skip?: string[] } = {}): Promise<string[]> {
   const due = await sql<{ name: string }[]>`
     select format('%I.%I', schemaname, relname) as name from pg_stat_user_tables
     where n_dead_tup > ${opts.minDead ?? 1000} and n_dead_tup > n_live_tup / 10
+      and relname <> all(${opts.skip ?? []}::text[])
     order by n_dead_tup desc`
   for (const t of due) await sql.unsafe(`vacuum (skip_locked, truncate false) ${t.name}`)
   return due.map((t) => t.name)
@@ -36,8 +41,12 @@ export function startEmbeddedVacuum(ctx: AppContext): BackgroundService {
     idleIntervalMs: EVERY_MS,
     errorBackoffMs: EVERY_MS,
     async step() {
-      const vacuumed = await vacuumDeadRows(ctx.sql)
-      if (vacuumed.length) ctx.log.debug({ tables: vacuumed }, 'embedded vacuum')
+      const started = performance.now()
+      const vacuumed = await vacuumDeadRows(ctx.sql, { skip: SELF_VACUUMED })
+      const ms = Math.round(performance.now() - started)
+      // A long round (the first one on an upgraded install with a bloated outbox, say) stalled every query.
+      if (ms > SLOW_ROUND_MS) ctx.log.info({ tables: vacuumed, ms }, 'embedded vacuum: a slow round')
+      else if (vacuumed.length) ctx.log.debug({ tables: vacuumed, ms }, 'embedded vacuum')
       return false
     },
   })
