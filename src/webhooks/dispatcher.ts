@@ -10,6 +10,7 @@ import type { AppContext } from '../context.ts'
 import { randomUUID } from 'node:crypto'
 import { confirmLease, startTicker, startWorkLoop, type Lease, type QueueTable, type WorkLoop } from '../engine/work-loop.ts'
 import { createBatcher } from '../engine/batcher.ts'
+import { preferIndexWalks } from '../db/postgres.ts'
 import { tableQueueProbe } from '../lib/metrics.ts'
 import { createOutboundHttpOnWorker, OutboundTimeoutError } from '../lib/outbound-http.ts'
 import { SecretBoxError } from '../lib/secret-box.ts'
@@ -327,6 +328,7 @@ export async function fanOut(
   const reservation = lease?.loop.reserve()
   const limit = reservation ? Math.min(batch, Math.max(FANOUT_MIN, reservation.room)) : batch
   const result = await ctx.sql.begin(async (tx) => {
+    await preferIndexWalks(tx)
     const rows = await q.lockOutboxBatch(tx, limit)
     if (!rows.length) return { rows: 0, claimable: 0, leased: [] as q.DeliveryRow[] }
     const tenants = [...new Set(rows.map((r) => r.tenant_id))]

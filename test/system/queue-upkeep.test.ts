@@ -1,7 +1,12 @@
-// Embedded PostgreSQL runs no autovacuum (src/db/embedded-vacuum.ts): the process vacuums tables whose
-// dead rows pile up, as autovacuum would on a server. The same function on a server database vacuums too.
+// What keeps the queue tables' claims cheap as the tables churn, on both engines:
+// - Embedded PostgreSQL runs no autovacuum (src/db/embedded-vacuum.ts): the process vacuums tables whose
+//   dead rows pile up, as autovacuum would on a server. The same function on a server database vacuums too.
+// - A claim is planned as a walk of its index even when the table has no statistics, or those of an
+//   emptier table (preferIndexWalks in src/db/postgres.ts).
 import t from 'tap'
 import { vacuumDeadRows } from '../../src/db/embedded-vacuum.ts'
+import { preferIndexWalks } from '../../src/db/postgres.ts'
+import { lockOutboxBatch } from '../../src/webhooks/queries.ts'
 import { startHarness } from '../helpers/harness.ts'
 
 const h = await startHarness(t)
@@ -29,5 +34,28 @@ t.test('a table whose updates left dead rows is vacuumed, and a quiet one is not
   for (let i = 0; i < 50 && (await dead()) > 0; i++) await new Promise((r) => setTimeout(r, 100))
   t.equal(await dead(), 0, 'no dead rows left in outbox')
   t.same(await vacuumDeadRows(sql, { minDead: 1000 }), [], 'nothing is due right after')
+  await sql`delete from outbox where tenant_id = ${tenant.id}`
+})
+
+t.test('the fan-out claims by walking the pending index, even when the outbox has no statistics', async (t) => {
+  const tenant = await h.createTenant()
+  const burst = () => sql`
+    insert into outbox (tenant_id, brand_id, event, data)
+    select ${tenant.id}, null, 'test.claim', jsonb_build_object('i', i) from generate_series(1, 5000) i`
+  // No column statistics (embedded PostgreSQL never analyzes: it runs no autovacuum; a new server's
+  // outbox neither, until autovacuum comes), a burst dispatched and another pending.
+  await burst()
+  await sql`update outbox set dispatched_at = now() where dispatched_at is null`
+  await burst()
+  const plan = (prefer: boolean) =>
+    sql.begin(async (tx) => {
+      if (prefer) await preferIndexWalks(tx)
+      return JSON.stringify(await tx`explain (format json) ${lockOutboxBatch(tx, 300)}`)
+    })
+  // The case this guards: left to itself, the planner reads every pending row and sorts them per claim.
+  t.match(await plan(false), /"Sort"/, 'without it: all 5,000 pending rows read and sorted for a claim of 300')
+  const walk = await plan(true)
+  t.notMatch(walk, /"Sort"|Bitmap|Seq Scan/, 'with it: no sort, no bitmap, no scan of the table')
+  t.match(walk, /"Index Name":"outbox_pending"/, 'the pending index, walked in id order')
   await sql`delete from outbox where tenant_id = ${tenant.id}`
 })
