@@ -5,7 +5,11 @@
 // good: the files grew without bound, and a claim walked every dead entry of its partial index (on the
 // server, the outbox's claim over 220,000 of them: 26 ms the first time, 1.2 ms once marked, 0.15 ms
 // after a VACUUM). So the embedded process does what autovacuum would, on the same kind of threshold.
-// On a PostgreSQL server autovacuum does it: nothing runs there.
+// Autovacuum also ANALYZEs: without it no table of an embedded install ever had statistics, and the
+// planner guessed from page counts and default selectivities (a queue's claim read and sorted every
+// pending row, src/db/postgres.ts preferIndexWalks; joins over players sized by guesses). So the round
+// analyzes too, on autovacuum's analyze threshold.
+// On a PostgreSQL server autovacuum does both: nothing runs there.
 import type { BackgroundService } from '../app.ts'
 import type { AppContext } from '../context.ts'
 import { startTicker } from '../engine/work-loop.ts'
@@ -33,6 +37,21 @@ export async function vacuumDeadRows(sql: Sql, opts: { minDead?: number; skip?: 
   return due.map((t) => t.name)
 }
 
+/**
+ * ANALYZEs each table changed by more than 50 rows plus a tenth of its rows since its last analysis
+ * (autovacuum's analyze rule, with its defaults); a table never analyzed counts every row it received.
+ * Returns the tables analyzed. skip_locked, as vacuumDeadRows.
+ */
+export async function analyzeChanged(sql: Sql): Promise<string[]> {
+  const due = await sql<{ name: string }[]>`
+    select format('%I.%I', s.schemaname, s.relname) as name
+    from pg_stat_user_tables s join pg_class c on c.oid = s.relid
+    where s.n_mod_since_analyze > 50 + 0.1 * greatest(c.reltuples, 0)
+    order by s.n_mod_since_analyze desc`
+  for (const t of due) await sql.unsafe(`analyze (skip_locked) ${t.name}`)
+  return due.map((t) => t.name)
+}
+
 export function startEmbeddedVacuum(ctx: AppContext): BackgroundService {
   if (ctx.pg.kind !== 'pglite') return { stop: async () => {} }
   const ticker = startTicker({
@@ -43,10 +62,11 @@ export function startEmbeddedVacuum(ctx: AppContext): BackgroundService {
     async step() {
       const started = performance.now()
       const vacuumed = await vacuumDeadRows(ctx.sql, { skip: SELF_VACUUMED })
+      const analyzed = await analyzeChanged(ctx.sql)
       const ms = Math.round(performance.now() - started)
       // A long round (the first one on an upgraded install with a bloated outbox, say) stalled every query.
-      if (ms > SLOW_ROUND_MS) ctx.log.info({ tables: vacuumed, ms }, 'embedded vacuum: a slow round')
-      else if (vacuumed.length) ctx.log.debug({ tables: vacuumed, ms }, 'embedded vacuum')
+      if (ms > SLOW_ROUND_MS) ctx.log.info({ vacuumed, analyzed, ms }, 'embedded vacuum: a slow round')
+      else if (vacuumed.length || analyzed.length) ctx.log.debug({ vacuumed, analyzed, ms }, 'embedded vacuum')
       return false
     },
   })

@@ -2,9 +2,10 @@
 // - Embedded PostgreSQL runs no autovacuum (src/db/embedded-vacuum.ts): the process vacuums tables whose
 //   dead rows pile up, as autovacuum would on a server. The same function on a server database vacuums too.
 // - A claim is planned as a walk of its index even when the table has no statistics, or those of an
-//   emptier table (preferIndexWalks in src/db/postgres.ts).
+//   emptier table (preferIndexWalks in src/db/postgres.ts), and embedded PostgreSQL gets statistics at all
+//   (analyzeChanged, run with the vacuum).
 import t from 'tap'
-import { vacuumDeadRows } from '../../src/db/embedded-vacuum.ts'
+import { analyzeChanged, vacuumDeadRows } from '../../src/db/embedded-vacuum.ts'
 import { preferIndexWalks } from '../../src/db/postgres.ts'
 import { lockOutboxBatch } from '../../src/webhooks/queries.ts'
 import { startHarness } from '../helpers/harness.ts'
@@ -57,5 +58,22 @@ t.test('the fan-out claims by walking the pending index, even when the outbox ha
   const walk = await plan(true)
   t.notMatch(walk, /"Sort"|Bitmap|Seq Scan/, 'with it: no sort, no bitmap, no scan of the table')
   t.match(walk, /"Index Name":"outbox_pending"/, 'the pending index, walked in id order')
+  await sql`delete from outbox where tenant_id = ${tenant.id}`
+})
+
+t.test('a table changed since its last analysis is analyzed, and then not again', async (t) => {
+  // Runs after the test above, which needs the outbox without statistics.
+  const tenant = await h.createTenant()
+  await sql`insert into outbox (tenant_id, brand_id, event, data) select ${tenant.id}, null, 'test.analyze', '{}'::jsonb from generate_series(1, 500)`
+  let analyzed: string[] = []
+  // The counts reach pg_stat_user_tables when the backend reports them (at most a second on a server).
+  for (let i = 0; i < 50 && !analyzed.includes('public.outbox'); i++) {
+    analyzed = await analyzeChanged(sql)
+    if (!analyzed.includes('public.outbox')) await new Promise((r) => setTimeout(r, 100))
+  }
+  t.ok(analyzed.includes('public.outbox'), `outbox analyzed (${analyzed.join(', ')})`)
+  const [stats] = await sql<{ n: number }[]>`select count(*)::int as n from pg_stats where schemaname = 'public' and tablename = 'outbox'`
+  t.ok(stats!.n > 0, 'the planner has column statistics for it')
+  t.notOk((await analyzeChanged(sql)).includes('public.outbox'), 'unchanged since: left alone')
   await sql`delete from outbox where tenant_id = ${tenant.id}`
 })
