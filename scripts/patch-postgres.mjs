@@ -1,6 +1,7 @@
-// Runs after `npm install` / `npm ci` (package.json "postinstall"): mends eight faults of the `postgres`
-// driver 3.4.9 that end the whole process or wedge a connection when PostgreSQL drops a connection (a
-// restart, a failover, pg_terminate_backend), until a release carries the upstream fixes:
+// Runs after `npm install` / `npm ci` (package.json "postinstall"): mends ten faults of the `postgres`
+// driver 3.4.9 that end the whole process, wedge a connection, or run statements in the wrong transaction, when
+// PostgreSQL drops a connection (a restart, a failover, pg_terminate_backend) or under load, until a release
+// carries the upstream fixes:
 // 1. `nextWrite` runs from a setImmediate after `closed()` set the socket to null and throws a TypeError no
 //    caller can catch (porsager/postgres#1154, #1208; PRs #1176, #1209). Now it settles the connection's
 //    queries with CONNECTION_CLOSED instead.
@@ -28,6 +29,15 @@
 //    and no bound (#1193; PR #1214): ~700 connections a second, and the query waits for as long as the
 //    outage lasts. Now the query fails with CONNECTION_CLOSED and the connection backs off as after any
 //    close (several hosts keep the driver's way: the next host is tried).
+// 9. `sql.begin()` reserves its connection in an `onexecute` hook that `execute()` calls last in a chain of
+//    conditions: when BEGIN was the query that filled a busy connection's pipeline (`max_pipeline`) or met
+//    a full socket buffer, the hook was skipped though BEGIN had been sent (porsager/postgres#1189, #823;
+//    PRs #1218, #1207). The transaction stayed open on a connection left in the pool, so other callers'
+//    statements ran inside it, and `begin` failed with a TypeError, and its next statement's handler threw
+//    one no caller can catch, ending the process (seen in the embedded webhooks bench). Now the hook runs
+//    whenever BEGIN was sent, and no other query is pipelined behind it.
+// 10. A socket `drain` event put a connection back in the pool whenever no query was in flight, a reserved
+//    one (between a transaction's statements) too. Now a reserved connection is left to its holder.
 // Each mend is applied once (idempotent); a driver whose code no longer looks like this is left alone.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
@@ -102,6 +112,38 @@ const mends = [
       return reconnect()
     initial && (queryError(initial, lost), initial = null)
 `),
+  },
+  {
+    name: 'BEGIN sent without its reservation',
+    done: '/* respin: a BEGIN that was sent reserves its connection */',
+    apply: (text) =>
+      text.replace(`      build(q)
+      return write(toBuffer(q))
+        && !q.describeFirst
+        && !q.cursorFn
+        && sent.length < max_pipeline
+        && (!q.options.onexecute || q.options.onexecute(connection))`, `      build(q)
+      const written = write(toBuffer(q))
+      /* respin: a BEGIN that was sent reserves its connection */
+      if (q.options.onexecute) {
+        socket && q.options.onexecute(connection)
+        return false
+      }
+      return written
+        && !q.describeFirst
+        && !q.cursorFn
+        && sent.length < max_pipeline`),
+  },
+  {
+    name: 'drain of a reserved connection',
+    done: '/* respin: a reserved connection stays with its holder */',
+    apply: (text) =>
+      text.replace(`  function drain() {
+    !query && onopen(connection)
+  }`, `  function drain() {
+    /* respin: a reserved connection stays with its holder */
+    !query && !connection.reserved && onopen(connection)
+  }`),
   },
 ]
 
