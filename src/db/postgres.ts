@@ -197,7 +197,6 @@ export async function pipelinedTransaction(sql: Sql, send: (tx: postgres.Reserve
   }
 }
 
-/** PostgreSQL SQLSTATEs the features translate into domain errors. */
 /**
  * For the rest of the transaction, the planner walks indexes in their order instead of reading every
  * matching row by bitmap (or scan) and sorting them. For a queue's claim (`… order by id limit n for
@@ -210,6 +209,7 @@ export async function pipelinedTransaction(sql: Sql, send: (tx: postgres.Reserve
 export const preferIndexWalks = (tx: postgres.TransactionSql) =>
   tx`select set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)`
 
+/** PostgreSQL SQLSTATEs the features translate into domain errors. */
 export const PG_UNIQUE_VIOLATION = '23505'
 
 export function pgErrorCode(err: unknown): string | undefined {
