@@ -10,6 +10,17 @@ import { reapOnExit } from './reap.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
 
+/**
+ * Node's arguments for a process a test starts. One on embedded PostgreSQL runs PGlite's WebAssembly, whose
+ * hot functions V8's optimising tier recompiles in the background: seconds of CPU a process that lives for
+ * a test never earns back (the harness turns that tier off in the test's own process for the same reason).
+ * The service itself keeps V8's defaults.
+ */
+export function nodeArgs(env: Record<string, string | undefined>): string[] {
+  const embeddedPostgres = !(env.DATABASE_URL ?? process.env.DATABASE_URL)
+  return [...(embeddedPostgres ? ['--import', './test/helpers/liftoff-only.mjs'] : []), '--import', './src/ts-loader.mjs']
+}
+
 export interface Child {
   proc: ChildProcess
   port: number
@@ -28,7 +39,7 @@ export async function spawnServer(env: Record<string, string | undefined>): Prom
   const dataDir = env.DATA_DIR
   if (dataDir) await seedOnce(dataDir, env, { clickhouse: true })
   const adminKey = env.ADMIN_KEY ?? `admin-${randomBytes(12).toString('hex')}`
-  const proc = spawn(process.execPath, ['--import', './src/ts-loader.mjs', 'src/main.ts'], {
+  const proc = spawn(process.execPath, [...nodeArgs(env), 'src/main.ts'], {
     cwd: root,
     // RESPONSE_SCHEMA_CHECK: as in the harness, a response its route's schema does not describe is a 500.
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', RESPONSE_SCHEMA_CHECK: process.env.RESPONSE_SCHEMA_CHECK ?? 'error', ...env, ADMIN_KEY: adminKey },
@@ -112,7 +123,7 @@ export async function runCliWith(env: Record<string, string>, dataDir: string, .
   // A new embedded directory: the migrated template, as spawnServer gives one (initdb alone is seconds).
   await seedOnce(dataDir, env, { clickhouse: false })
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', './src/ts-loader.mjs', 'src/admin/cli.ts', ...args], {
+    const child = spawn(process.execPath, [...nodeArgs(env), 'src/admin/cli.ts', ...args], {
       cwd: root,
       env: { ...process.env, DATA_DIR: dataDir, CLICKHOUSE_URL: '', REDIS_URL: '', LOG_LEVEL: 'silent', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -16,7 +16,7 @@ import WebSocket from 'ws'
 import t from 'tap'
 import { ConfigError, ENV_VARS, loadConfig } from '../../src/config.ts'
 import { isolateDatabase, seedEmbeddedPostgres, startHarness } from '../helpers/harness.ts'
-import { runCli, runCliWith } from '../helpers/processes.ts'
+import { nodeArgs, runCli, runCliWith } from '../helpers/processes.ts'
 import { rawRequest } from '../helpers/raw-http.ts'
 import { reapOnExit } from '../helpers/reap.ts'
 import { pollUntil, sleep, waitFor } from '../helpers/wait.ts'
@@ -52,7 +52,7 @@ interface Proc {
   output(): string
 }
 function startProcess(env: Record<string, string>): Proc {
-  const child = spawn(process.execPath, ['--import', './src/ts-loader.mjs', 'src/main.ts'], {
+  const child = spawn(process.execPath, [...nodeArgs(env), 'src/main.ts'], {
     cwd: new URL('../../', import.meta.url),
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

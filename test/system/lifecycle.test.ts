@@ -5,10 +5,11 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { embeddedRunOnly } from '../helpers/embedded-run-only.ts'
+import { nodeArgs } from '../helpers/processes.ts'
 import { reapOnExit } from '../helpers/reap.ts'
 
 function startProcess(env: Record<string, string>) {
-  const child = spawn(process.execPath, ['--import', './src/ts-loader.mjs', 'src/main.ts'], {
+  const child = spawn(process.execPath, [...nodeArgs(env), 'src/main.ts'], {
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
