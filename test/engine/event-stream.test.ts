@@ -284,3 +284,30 @@ t.test('two processes with the same loop count: each player\'s events applied in
   t.equal((await applied(name)).length, 4 * 40, 'every event applied once')
   t.equal(gaps, 0, 'no event applied before its player\'s previous one had committed')
 })
+
+t.test('the poll: rows another process committed (no wake here) are applied; rows in backoff are left until due', async (t) => {
+  const tenant = await h.createTenant()
+  const polled = createEventStream({ sql, bus: h.app.ctx.bus, log: h.app.ctx.log, loops: 2, pollMs: 50 })
+  t.teardown(() => polled.stop())
+  const claims: string[] = []
+  const counting = (name: string): StreamConsumer => {
+    const inner = recordingConsumer(name, { inFlight: 0, maxInFlight: 0 })
+    return { ...inner, handle: (tx, events) => (claims.push(name), inner.handle(tx, events)) }
+  }
+  polled.register(counting('t_polled'))
+  polled.register(counting('t_backoff'))
+  await polled.idle()
+  const players = await playersPerLane(tenant.brand.id, 2, 2)
+  // Committed through another stream object, as another process would: this one is never woken.
+  await sql.begin((tx) => stream.append(tx, streamRows(tenant, 't_polled', players, 3)))
+  // Rows in backoff (a failed handler's): not due yet.
+  await sql.begin((tx) => stream.append(tx, streamRows(tenant, 't_backoff', players, 1)))
+  await sql`update event_stream set available_at = now() + interval '1 hour' where consumer = 't_backoff'`
+  const until = Date.now() + 10_000
+  while ((await applied('t_polled')).length < 12 && Date.now() < until) await new Promise((r) => setTimeout(r, 50))
+  t.equal((await applied('t_polled')).length, 12, 'every row applied by the poll alone')
+  await new Promise((r) => setTimeout(r, 300))
+  t.notOk(claims.includes('t_backoff'), 'nothing of the consumer whose rows are not due was handed to it')
+  t.equal((await applied('t_backoff')).length, 0)
+  await sql`delete from event_stream where consumer = 't_backoff'`
+})
