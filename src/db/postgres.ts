@@ -111,7 +111,7 @@ async function openEmbedded(dataDir: string, log: Logger): Promise<Postgres> {
   log.info({ dir }, 'embedded PostgreSQL (PGlite) started')
   // One connection. pglite-socket multiplexes every client connection onto PGlite's single backend
   // session, so two connections' extended-protocol messages can interleave under load and clobber the
-  // shared unnamed portal ("portal \"\" does not exist", seen in test/segments/recompute.test.ts on a
+  // shared unnamed portal ("portal \"\" does not exist", seen in test/segments/segments.test.ts on a
   // busy machine). postgres.js pipelines concurrent queries on the one connection, and PGlite runs one
   // statement at a time anyway, so nothing is lost; a transaction holds the connection, exactly as an
   // open PGlite transaction already held every other connection's statements.

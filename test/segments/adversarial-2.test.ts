@@ -578,7 +578,7 @@ t.test('the recompute: a broken segment does not stop the round; more than 100 s
   await createPlayer(tenant, { external_id: 'p' })
   const segs: string[] = []
   for (let i = 0; i < 101; i++) segs.push((await createSegment(tenant, { name: `s${i}`, type: 'dynamic' })).id)
-  // As if written before the range check (test/segments/routes.test.ts does the same): unusable at evaluation.
+  // As if written before the range check (test/segments/segments.test.ts does the same): unusable at evaluation.
   await sql`update segments set rules = ${sql.json({ field: 'created_at', op: 'gt', value: 'now+999999w' })} where id = ${segs[50]!}`
   const result = await recomputeSegments(h.app.ctx, { tenantId: tenant.id })
   t.match(result, { computed: 100, changed: 100 })

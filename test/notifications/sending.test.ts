@@ -1,0 +1,447 @@
+// Direct sends and the send rules, under one harness for these (a test file of its own costs a process and a harness start, ~4 s of CPU).
+import t from 'tap'
+import { startHarness, type TestTenant } from '../helpers/harness.ts'
+import { enqueueNotification, enqueueNotificationBatched, campaignDeliveryStats } from '../../src/notifications/service.ts'
+import { startOfDay } from '../../src/lib/zoned-time.ts'
+import { lockSendGate } from '../../src/lib/send-gate.ts'
+import { ingest, makePlayer, send, waitForStatus } from './delivery-helpers.ts'
+
+const h = await startHarness(t)
+
+t.test('send', async (t) => {
+  const UNKNOWN_ID = '00000000-0000-4000-8000-000000000000'
+
+  /** The players API is another feature: insert the row directly. */
+  async function makePlayer(tenant: TestTenant, brandId = tenant.brand.id): Promise<string> {
+    const [row] = await h.app.ctx.sql<{ id: string }[]>`
+    insert into players (tenant_id, brand_id, external_id)
+    values (${tenant.id}, ${brandId}, ${`ext-${Math.random().toString(36).slice(2)}`}) returning id`
+    return row!.id
+  }
+
+  async function makeTemplate(tenant: TestTenant, body: Record<string, unknown> = {}) {
+    const res = await h.request('POST', '/notifications/templates', {
+      key: tenant.key,
+      body: { name: 'T', channel: 'email', subject: 'Hi {{name}}', body: 'Hello {{name}}', ...body },
+    })
+    if (res.status !== 201) throw new Error(res.text)
+    return res.body.data
+  }
+
+  /** A send without a template carries its message in the payload. */
+  const send = (key: string, body: Record<string, unknown>) =>
+    h.request('POST', '/notifications/send', { key, body: body.template_id || body.payload !== undefined ? body : { ...body, payload: { body: 'Hello' } } })
+  const fieldsOf = (body: any) => (body.details?.errors ?? []).map((e: { field: string }) => e.field)
+
+  t.test('POST /notifications/send queues a notification and answers 202', async (t) => {
+    const tenant = await h.createTenant()
+    const playerId = await makePlayer(tenant)
+    const tpl = await makeTemplate(tenant)
+    await h.app.ctx.sql`insert into player_profiles (player_id, tenant_id, brand_id, consent) values (${playerId}, ${tenant.id}, ${tenant.brand.id}, ${h.app.ctx.sql.json({ email: { granted: true, at: '2026-01-01T00:00:00Z' } })}) on conflict (player_id) do update set consent = excluded.consent`
+    await h.app.ctx.sql`update players set email = 'ada@example.com' where id = ${playerId}`
+    const res = await send(tenant.key, { player_id: playerId, channel: 'email', template_id: tpl.id, payload: { name: 'Ada', nested: { n: 1 } } })
+    t.equal(res.status, 202)
+    t.same(Object.keys(res.body).sort(), ['data', 'notification_id', 'queued'])
+    t.equal(res.body.queued, true)
+    const n = res.body.data
+    t.equal(res.body.notification_id, n.id)
+    t.same(Object.keys(n).sort(), [
+      'attempts', 'campaign_id', 'channel', 'class', 'clicked_at', 'created_at', 'delivered_at', 'error', 'id', 'opened_at', 'payload', 'player_id', 'reason',
+      'scheduled_at', 'sent_at', 'status', 'template_id', 'tenant_id', 'updated_at',
+    ])
+    t.equal(n.class, 'marketing')
+    t.equal(n.attempts, 0)
+    t.equal(n.tenant_id, tenant.id)
+    t.equal(n.player_id, playerId)
+    t.equal(n.channel, 'email')
+    t.equal(n.template_id, tpl.id)
+    t.same(n.payload, { name: 'Ada', nested: { n: 1 } })
+    t.equal(n.status, 'queued')
+    t.ok(!Number.isNaN(Date.parse(n.scheduled_at)))
+    t.ok(!Number.isNaN(Date.parse(n.created_at)))
+
+    const rows = await h.app.ctx.sql<{ status: string; brand_id: string; template_id: string }[]>`
+    select status, brand_id, template_id from notifications where id = ${n.id}`
+    t.equal(rows.length, 1, 'the record is stored')
+    // Delivery is asynchronous: the dispatcher may already have taken it (the brand has no email settings,
+    // so it fails there; test/notifications/email.test.ts delivers for real).
+    t.ok(['queued', 'failed'].includes(rows[0]!.status), rows[0]!.status)
+    t.equal(rows[0]!.brand_id, tenant.brand.id)
+  })
+
+  t.test('a send without a template carries its body in the payload (required)', async (t) => {
+    const tenant = await h.createTenant()
+    const playerId = await makePlayer(tenant)
+    const bare = await h.request('POST', '/notifications/send', { key: tenant.key, body: { player_id: playerId, channel: 'in_app' } })
+    t.equal(bare.status, 400)
+    t.ok(fieldsOf(bare.body).includes('payload.body'))
+    const badSubject = await send(tenant.key, { player_id: playerId, channel: 'in_app', payload: { body: 'x', subject: 3 } })
+    t.ok(fieldsOf(badSubject.body).includes('payload.subject'))
+    for (const channel of ['email', 'telegram', 'push', 'in_app']) {
+      const res = await send(tenant.key, { player_id: playerId, channel, payload: { subject: 'S', body: 'B' } })
+      t.equal(res.status, 202, channel)
+      t.equal(res.body.data.channel, channel)
+      t.equal(res.body.data.template_id, null)
+      t.same(res.body.data.payload, { subject: 'S', body: 'B' })
+    }
+    const count = await h.app.ctx.sql<{ n: number }[]>`select count(*)::int as n from notifications where player_id = ${playerId}`
+    t.equal(count[0]!.n, 4)
+  })
+
+  t.test('POST /notifications/send validates its body', async (t) => {
+    const tenant = await h.createTenant()
+    const playerId = await makePlayer(tenant)
+    const cases: [string, Record<string, unknown>, string][] = [
+      ['player_id missing', { channel: 'email' }, 'player_id'],
+      ['channel missing', { player_id: playerId }, 'channel'],
+      ['player_id not a uuid', { player_id: 'ext-1', channel: 'email' }, 'player_id'],
+      ['unknown channel', { player_id: playerId, channel: 'sms' }, 'channel'],
+      ['template_id not a uuid', { player_id: playerId, channel: 'email', template_id: 'welcome' }, 'template_id'],
+      ['payload not an object', { player_id: playerId, channel: 'email', payload: 'hi' }, 'payload'],
+      ['payload an array', { player_id: playerId, channel: 'email', payload: [1] }, 'payload'],
+    ]
+    for (const [label, body, field] of cases) {
+      const res = await send(tenant.key, body)
+      t.equal(res.status, 400, label)
+      t.equal(res.body.code, 'BAD_REQUEST')
+      t.ok(fieldsOf(res.body).includes(field), `${label}: names ${field} (got ${fieldsOf(res.body)})`)
+    }
+    const count = await h.app.ctx.sql<{ n: number }[]>`select count(*)::int as n from notifications where tenant_id = ${tenant.id}`
+    t.equal(count[0]!.n, 0, 'nothing was queued')
+  })
+
+  t.test('404 when the player or the template is not found in the tenant', async (t) => {
+    const tenant = await h.createTenant()
+    const other = await h.createTenant()
+    const playerId = await makePlayer(tenant)
+    const othersPlayer = await makePlayer(other)
+    const othersTemplate = await makeTemplate(other)
+
+    const unknownPlayer = await send(tenant.key, { player_id: UNKNOWN_ID, channel: 'email' })
+    t.equal(unknownPlayer.status, 404)
+    t.equal(unknownPlayer.body.code, 'NOT_FOUND')
+    const foreignPlayer = await send(tenant.key, { player_id: othersPlayer, channel: 'email' })
+    t.equal(foreignPlayer.status, 404, "another tenant's player")
+    const unknownTemplate = await send(tenant.key, { player_id: playerId, channel: 'email', template_id: UNKNOWN_ID })
+    t.equal(unknownTemplate.status, 404)
+    t.equal(unknownTemplate.body.code, 'NOT_FOUND')
+    const foreignTemplate = await send(tenant.key, { player_id: playerId, channel: 'email', template_id: othersTemplate.id })
+    t.equal(foreignTemplate.status, 404, "another tenant's template")
+
+    const count = await h.app.ctx.sql<{ n: number }[]>`
+    select count(*)::int as n from notifications where tenant_id in (${tenant.id}, ${other.id})`
+    t.equal(count[0]!.n, 0, 'nothing was queued')
+  })
+
+  t.test('the template must be active and of the requested channel', async (t) => {
+    const tenant = await h.createTenant()
+    const playerId = await makePlayer(tenant)
+    const pushTpl = await makeTemplate(tenant, { channel: 'push' })
+    const mismatch = await send(tenant.key, { player_id: playerId, channel: 'email', template_id: pushTpl.id })
+    t.equal(mismatch.status, 400)
+    t.equal(mismatch.body.code, 'BAD_REQUEST')
+    t.same(mismatch.body.details, { reason: 'CHANNEL_MISMATCH', channel: 'email', template_channel: 'push' })
+
+    const gone = await makeTemplate(tenant)
+    await h.request('DELETE', `/notifications/templates/${gone.id}`, { key: tenant.key })
+    const inactive = await send(tenant.key, { player_id: playerId, channel: 'email', template_id: gone.id })
+    t.equal(inactive.status, 400)
+    t.same(inactive.body.details, { reason: 'TEMPLATE_INACTIVE', template_id: gone.id })
+  })
+
+  t.test('a tenant-wide key may send to a player of any of its brands', async (t) => {
+    const tenant = await h.createTenant()
+    const second = await tenant.createBrand('second')
+    const playerId = await makePlayer(tenant, second.id)
+    const res = await send(tenant.key, { player_id: playerId, channel: 'push' })
+    t.equal(res.status, 202)
+    const rows = await h.app.ctx.sql<{ brand_id: string }[]>`select brand_id from notifications where id = ${res.body.notification_id}`
+    t.equal(rows[0]!.brand_id, second.id, "the notification takes the player's brand")
+    const mainTemplate = await makeTemplate(tenant, { channel: 'push' })
+    const crossBrand = await send(tenant.key, { player_id: playerId, channel: 'push', template_id: mainTemplate.id })
+    t.equal(crossBrand.status, 202, "a template of another of the tenant's brands may be used")
+  })
+
+  t.test("a brand-pinned key sends only to its brand's players, with its brand's templates", async (t) => {
+    const tenant = await h.createTenant()
+    const second = await tenant.createBrand('second')
+    const pinned = await tenant.createKey({ brand: second.slug })
+    const mainPlayer = await makePlayer(tenant)
+    const ownPlayer = await makePlayer(tenant, second.id)
+    const mainTemplate = await makeTemplate(tenant)
+
+    const otherBrandPlayer = await send(pinned.key, { player_id: mainPlayer, channel: 'email' })
+    t.equal(otherBrandPlayer.status, 404)
+    const otherBrandTemplate = await send(pinned.key, { player_id: ownPlayer, channel: 'email', template_id: mainTemplate.id })
+    t.equal(otherBrandTemplate.status, 404)
+    const ok = await send(pinned.key, { player_id: ownPlayer, channel: 'email' })
+    t.equal(ok.status, 202)
+  })
+
+  t.test('a read-only key cannot send; no key is 401', async (t) => {
+    const tenant = await h.createTenant()
+    const playerId = await makePlayer(tenant)
+    const ro = await tenant.createKey({ scopes: ['read'] })
+    const res = await send(ro.key, { player_id: playerId, channel: 'email' })
+    t.equal(res.status, 403)
+    t.equal(res.body.code, 'FORBIDDEN')
+    const ingest = await tenant.createKey({ scopes: ['events:write'] })
+    t.equal((await send(ingest.key, { player_id: playerId, channel: 'email' })).status, 403)
+    t.equal((await h.request('POST', '/notifications/send', { body: { player_id: playerId, channel: 'email' } })).status, 401)
+  })
+
+  t.test('the OpenAPI document describes the send route with its 202 response', async (t) => {
+    const res = await h.request('GET', '/openapi.json')
+    const op = res.body.paths['/api/v1/notifications/send'].post
+    t.ok(op.responses['202'], '202 documented')
+    t.ok(op.responses['404'], '404 documented: player or template not found')
+    t.ok(res.body.components.schemas.QueuedNotification)
+    const { Validator } = await import('@seriousme/openapi-schema-validator')
+    const result = await new Validator().validate(res.body)
+    t.same(result.errors ?? [], [], 'the whole document still validates')
+    t.equal(result.valid, true)
+  })
+})
+
+// The send rules end to end (in-app, so no peer is needed): every suppression reason, transactional vs
+// marketing, consent from consent_update events, caps counted in the player's zone, quiet hours holding
+// a message and the re-check at dispatch, the campaign enqueue's idempotency.
+t.test('send-rules', async (t) => {
+  const trySend = (key: string, body: Record<string, unknown>) => h.request('POST', '/notifications/send', { key, body: { channel: 'in_app', payload: { body: 'x' }, ...body } })
+
+  t.test('player status: marketing only to active players; transactional never to closed ones', async (t) => {
+    const tenant = await h.createTenant()
+    for (const status of ['self_excluded', 'suspended', 'closed']) {
+      const p = await makePlayer(h, tenant, { status })
+      const res = await trySend(tenant.key, { player_id: p.id })
+      t.equal(res.status, 202)
+      t.equal(res.body.queued, false, status)
+      t.match(res.body.data, { status: 'suppressed', reason: status, class: 'marketing' })
+      const tx = await trySend(tenant.key, { player_id: p.id, class: 'transactional' })
+      if (status === 'closed') t.match(tx.body.data, { status: 'suppressed', reason: 'closed' })
+      else t.equal((await waitForStatus(h, tenant, tx.body.notification_id, ['delivered', 'suppressed'])).status, 'delivered', `transactional to ${status}`)
+    }
+  })
+
+  t.test('consent: from consent_update events, and the brand policy', async (t) => {
+    const tenant = await h.createTenant()
+    const p = await makePlayer(h, tenant)
+    t.equal((await trySend(tenant.key, { player_id: p.id })).body.queued, true, 'in_app is opt-out by default')
+    await ingest(h, tenant, [{ player_id: p.externalId, event_type: 'consent_update', payload: { channel: 'in_app', granted: false } }])
+    t.match((await trySend(tenant.key, { player_id: p.id })).body.data, { status: 'suppressed', reason: 'no_consent' })
+    await ingest(h, tenant, [{ player_id: p.externalId, event_type: 'consent_update', payload: { channel: 'in_app', granted: true } }])
+    t.equal((await trySend(tenant.key, { player_id: p.id })).body.queued, true)
+
+    const q = await makePlayer(h, tenant, { email: 'q@example.com' })
+    t.match((await trySend(tenant.key, { player_id: q.id, channel: 'email' })).body.data, { reason: 'no_consent' }, 'email is opt-in by default')
+    const put = await h.request('PUT', '/settings/delivery', { key: tenant.key, body: { consent_policy: { in_app: 'opt_in' } } })
+    t.equal(put.status, 200)
+    t.same(put.body.data, { frequency_caps: [], quiet_hours: null, consent_policy: { email: 'opt_in', telegram: 'opt_in', push: 'opt_out', in_app: 'opt_in' } })
+    t.match((await trySend(tenant.key, { player_id: q.id })).body.data, { reason: 'no_consent' })
+  })
+
+  t.test('no address: email without one, telegram without a chat id, push without a subscription', async (t) => {
+    const tenant = await h.createTenant()
+    const p = await makePlayer(h, tenant, { consent: ['email', 'telegram'] })
+    for (const channel of ['email', 'telegram', 'push']) {
+      t.match((await trySend(tenant.key, { player_id: p.id, channel })).body.data, { status: 'suppressed', reason: 'no_address' }, channel)
+    }
+  })
+
+  t.test('a missing variable without fallback fails the message', async (t) => {
+    const tenant = await h.createTenant()
+    const p = await makePlayer(h, tenant)
+    const sent = await send(h, tenant, { player_id: p.id, channel: 'in_app', payload: { body: 'Code {{code}} for {{name}}' } })
+    t.match(await waitForStatus(h, tenant, sent.notification_id, ['failed', 'delivered']), { status: 'failed', error: 'missing variable: code' })
+  })
+
+  t.test('the template in the player language is used when there is one', async (t) => {
+    const tenant = await h.createTenant()
+    const p = await makePlayer(h, tenant, { language: 'it' })
+    const en = await h.request('POST', '/notifications/templates', { key: tenant.key, body: { name: 'welcome', channel: 'in_app', subject: 'Welcome', body: 'Hello {{name}}' } })
+    await h.request('POST', '/notifications/templates', { key: tenant.key, body: { name: 'welcome', channel: 'in_app', locale: 'it', subject: 'Benvenuto', body: 'Ciao {{name}}' } })
+    const sent = await send(h, tenant, { player_id: p.id, channel: 'in_app', template_id: en.body.data.id })
+    await waitForStatus(h, tenant, sent.notification_id, ['delivered'])
+    const inbox = await h.request('GET', `/players/${p.id}/inbox`, { key: tenant.key })
+    t.match(inbox.body.data[0], { subject: 'Benvenuto', body: 'Ciao Ada' })
+  })
+
+  t.test('frequency caps count marketing messages per day in the player zone', async (t) => {
+    const tenant = await h.createTenant()
+    await h.request('PUT', '/settings/delivery', { key: tenant.key, body: { frequency_caps: [{ channel: 'in_app', max: 2, per: 'day' }] } })
+    const p = await makePlayer(h, tenant, { timezone: 'Asia/Tokyo' })
+    // Delivered just before today's midnight in Tokyo: yesterday there, so it does not count today.
+    const midnight = startOfDay(new Date(), 'Asia/Tokyo')
+    await h.app.ctx.sql`
+    insert into notifications (tenant_id, brand_id, player_id, channel, status, class, sent_at, delivered_at)
+    values (${tenant.id}, ${tenant.brand.id}, ${p.id}, 'in_app', 'delivered', 'marketing', ${new Date(midnight.getTime() - 60_000)}, ${new Date(midnight.getTime() - 60_000)}),
+           (${tenant.id}, ${tenant.brand.id}, ${p.id}, 'in_app', 'delivered', 'marketing', ${new Date(midnight.getTime() + 60_000)}, ${new Date(midnight.getTime() + 60_000)})`
+    const first = await send(h, tenant, { player_id: p.id, channel: 'in_app', payload: { body: 'one' } })
+    t.equal((await waitForStatus(h, tenant, first.notification_id, ['delivered', 'suppressed'])).status, 'delivered', 'one today so far: under the cap of 2')
+    const second = await trySend(tenant.key, { player_id: p.id })
+    t.match(second.body.data, { status: 'suppressed', reason: 'frequency_cap' })
+    const tx = await trySend(tenant.key, { player_id: p.id, class: 'transactional' })
+    t.equal(tx.body.queued, true, 'transactional is not capped')
+    const put = await h.request('PUT', '/settings/delivery', { key: tenant.key, body: { frequency_caps: [{ channel: 'email', max: 1, per: 'week' }] } })
+    t.equal(put.status, 200)
+    t.equal((await trySend(tenant.key, { player_id: p.id })).body.queued, true, 'a cap of another channel does not apply')
+  })
+
+  t.test('messages due together are checked together: each one sent counts against the next', async (t) => {
+    const tenant = await h.createTenant()
+    await h.request('PUT', '/settings/delivery', { key: tenant.key, body: { frequency_caps: [{ channel: 'in_app', max: 2, per: 'day' }] } })
+    const p = await makePlayer(h, tenant)
+    // Queued straight into the table in one statement (as if enqueued while nothing was in flight), so the
+    // dispatcher finds them due at once and checks them in one batch.
+    const rows = await h.app.ctx.sql<{ id: string }[]>`
+    insert into notifications (tenant_id, brand_id, player_id, channel, status, class, content, payload)
+    select ${tenant.id}, ${tenant.brand.id}, ${p.id}, 'in_app', 'queued', 'marketing', ${h.app.ctx.sql.json({ body: 'hi' })}, '{}'
+    from generate_series(1, 3)
+    returning id`
+    h.app.ctx.delivery?.wake()
+    const ended = await Promise.all(rows.map((r) => waitForStatus(h, tenant, r.id, ['delivered', 'suppressed'])))
+    t.same(ended.map((n) => n.status).sort(), ['delivered', 'delivered', 'suppressed'])
+    t.equal(ended.find((n) => n.status === 'suppressed').reason, 'frequency_cap')
+  })
+
+  t.test('quiet hours hold a message; the re-check at dispatch stops it when the player self-excluded meanwhile', async (t) => {
+    const tenant = await h.createTenant()
+    const now = new Date()
+    const hhmm = (d: Date) => d.toISOString().slice(11, 16)
+    // A window around now, in UTC.
+    await h.request('PUT', '/settings/delivery', {
+      key: tenant.key,
+      body: { quiet_hours: { start: hhmm(new Date(now.getTime() - 3600_000)), end: hhmm(new Date(now.getTime() + 3600_000)), timezone: 'UTC' } },
+    })
+    const held = await makePlayer(h, tenant)
+    const free = await makePlayer(h, tenant)
+    const a = await send(h, tenant, { player_id: held.id, channel: 'in_app', payload: { body: 'held' } })
+    const b = await send(h, tenant, { player_id: free.id, channel: 'in_app', payload: { body: 'later' } })
+    t.equal(a.data.status, 'queued')
+    const until = Date.parse(a.data.scheduled_at)
+    t.ok(until > now.getTime() + 3500_000 && until <= now.getTime() + 3600_000, 'scheduled_at says until when')
+    await new Promise((r) => setTimeout(r, 700))
+    t.equal((await waitForStatus(h, tenant, a.notification_id, ['queued'])).status, 'queued', 'still held')
+
+    await ingest(h, tenant, [{ player_id: held.externalId, event_type: 'status_change', payload: { status: 'self_excluded' } }])
+    // The quiet hours end: the settings drop them and the held messages come due.
+    await h.request('PUT', '/settings/delivery', { key: tenant.key, body: {} })
+    await h.app.ctx.sql`update notifications set due_at = now() where id in (${a.notification_id}, ${b.notification_id})`
+    h.app.ctx.delivery?.wake()
+    t.match(await waitForStatus(h, tenant, a.notification_id, ['suppressed', 'delivered']), { status: 'suppressed', reason: 'self_excluded', delivered_at: null })
+    t.equal((await waitForStatus(h, tenant, b.notification_id, ['suppressed', 'delivered'])).status, 'delivered', 'the other one is sent when they end')
+  })
+
+  t.test('a status or consent change waits for a send being checked for that player, and a send after it sees it', { skip: !process.env.DATABASE_URL && 'needs a second connection (PostgreSQL server)' }, async (t) => {
+    const tenant = await h.createTenant()
+    const sql = h.app.ctx.sql
+    const status = async (id: string) => (await sql<{ status: string }[]>`select status from players where id = ${id}`)[0]?.status
+    const consent = async (id: string) => (await sql<{ c: unknown }[]>`select consent->'in_app'->'granted' as c from player_profiles where player_id = ${id}`)[0]?.c
+    /** Runs `change` while a send's transaction holds the player's gate (lib/send-gate.ts); returns what it saw. */
+    async function whileSending(playerId: string, change: () => Promise<{ status: number; text: string }>, committed: () => Promise<unknown>) {
+      const send = await sql.reserve()
+      try {
+        await send`begin`
+        await lockSendGate(send, [playerId])
+        let settled = false
+        const pending = change().finally(() => (settled = true))
+        let waited = false
+        for (let i = 0; i < 120 && !waited && !settled; i++) {
+          waited = (await sql`select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and wait_event = 'advisory'`).length > 0
+          if (!waited) await new Promise((r) => setTimeout(r, 25))
+        }
+        const during = await committed()
+        await send`commit`
+        const res = await pending
+        return { waited, during, res, after: await committed() }
+      } finally {
+        send.release()
+      }
+    }
+    const a = await makePlayer(h, tenant)
+    const viaEvent = await whileSending(a.id, () => h.request('POST', '/events', { key: tenant.key, body: { events: [
+      { event_id: `se-${a.id}`, player_id: a.externalId, event_type: 'status_change', payload: { status: 'self_excluded' } }] } }), () => status(a.id))
+    t.match(viaEvent, { waited: true, during: 'active', res: { status: 200 }, after: 'self_excluded' }, 'status_change event: waited for the send, then applied')
+
+    const b = await makePlayer(h, tenant)
+    const viaApi = await whileSending(b.id, () => h.request('PATCH', `/players/${b.id}`, { key: tenant.key, body: { status: 'suspended' } }), () => status(b.id))
+    t.match(viaApi, { waited: true, during: 'active', res: { status: 200 }, after: 'suspended' }, 'PATCH /players: waited for the send, then applied')
+
+    const c = await makePlayer(h, tenant, { consent: ['in_app'] })
+    const viaConsent = await whileSending(c.id, () => h.request('POST', '/events', { key: tenant.key, body: { events: [
+      { event_id: `cu-${c.id}`, player_id: c.externalId, event_type: 'consent_update', payload: { channel: 'in_app', granted: false } }] } }), () => consent(c.id))
+    t.match(viaConsent, { waited: true, during: true, res: { status: 200 }, after: false }, 'consent_update event: waited for the send, then applied')
+    // The other side: a send checked after the change sees it.
+    t.match((await trySend(tenant.key, { player_id: a.id })).body.data, { status: 'suppressed', reason: 'self_excluded' })
+    t.match((await trySend(tenant.key, { player_id: c.id })).body.data, { status: 'suppressed', reason: 'no_consent' })
+
+    // Events that change neither wait for nothing.
+    const d = await makePlayer(h, tenant)
+    const plain = await whileSending(d.id, () => h.request('POST', '/events', { key: tenant.key, body: { events: [
+      { event_id: `bet-${d.id}`, player_id: d.externalId, event_type: 'bet', payload: { amount: 1, currency: 'EUR' } }] } }), () => status(d.id))
+    t.match(plain, { waited: false, res: { status: 200 } }, 'a bet does not wait for sends')
+  })
+
+  t.test('enqueueNotification: idempotent per key inside a caller transaction; cancelled campaigns suppress; stats', async (t) => {
+    const tenant = await h.createTenant()
+    const p = await makePlayer(h, tenant)
+    const sql = h.app.ctx.sql
+    const [campaign] = await sql<{ id: string }[]>`
+    insert into campaigns (tenant_id, brand_id, name, type, channels, status) values (${tenant.id}, ${tenant.brand.id}, 'c', 'one_shot', '{in_app}', 'running') returning id`
+    const input = {
+      tenantId: tenant.id, brandId: tenant.brand.id, playerId: p.id, channel: 'in_app' as const, content: { subject: 'S', body: 'B' },
+      campaignId: campaign!.id, idempotencyKey: `${campaign!.id}:run1:${p.id}:step0:in_app`,
+    }
+    const first = await sql.begin((tx) => enqueueNotification(tx, h.app.ctx, input))
+    const second = await sql.begin((tx) => enqueueNotification(tx, h.app.ctx, input))
+    t.equal(first.created, true)
+    t.equal(second.created, false)
+    t.equal(second.notification.id, first.notification.id)
+    const rolledBack = await sql.begin(async (tx) => {
+      await enqueueNotification(tx, h.app.ctx, { ...input, idempotencyKey: 'rolled-back' })
+      throw new Error('abort')
+    }).catch(() => 'aborted')
+    t.equal(rolledBack, 'aborted')
+    t.equal((await sql`select 1 from notifications where idempotency_key = 'rolled-back'`).length, 0, 'nothing outside the caller transaction')
+
+    const delivered = await waitForStatus(h, tenant, first.notification.id, ['delivered'])
+    t.equal(delivered.campaign_id, campaign!.id)
+    const [event] = await sql<{ data: any }[]>`select data from outbox where tenant_id = ${tenant.id} and event = 'message.delivered'`
+    t.match(event!.data, { notification_id: first.notification.id, campaign_id: campaign!.id, campaign_send_id: first.notification.id })
+
+    await sql`update campaigns set status = 'cancelled' where id = ${campaign!.id}`
+    const cancelled = await enqueueNotification(sql, h.app.ctx, { ...input, idempotencyKey: 'after-cancel' })
+    t.match(cancelled.notification, { status: 'suppressed', reason: 'campaign_cancelled' })
+    t.match(await campaignDeliveryStats(sql, campaign!.id), { delivered: 1, suppressed: 1, queued: 0 })
+    const listed = await h.request('GET', '/notifications', { key: tenant.key, query: { campaign_id: campaign!.id } })
+    t.equal(listed.body.data.length, 2)
+  })
+
+  t.test('single sends arriving together are enqueued together, each with its own result and the rules applied to it', async (t) => {
+    const tenant = await h.createTenant()
+    const active = await Promise.all(Array.from({ length: 4 }, () => makePlayer(h, tenant)))
+    const excluded = await makePlayer(h, tenant, { status: 'self_excluded' })
+    const calls = [...active, excluded, active[0]!].map((p, i) => ({ p, i }))
+    const input = (p: { id: string }, body: string, idempotencyKey?: string) =>
+      ({ tenantId: tenant.id, brandId: tenant.brand.id, playerId: p.id, channel: 'in_app' as const, content: { body }, idempotencyKey })
+    // Called in one turn of the event loop: one batch, one transaction.
+    const res = await Promise.all([
+      ...calls.map(({ p, i }) => enqueueNotificationBatched(h.app.ctx.sql, h.app.ctx, input(p, `m${i}`))),
+      enqueueNotificationBatched(h.app.ctx.sql, h.app.ctx, input(active[1]!, 'k1', 'same-key')),
+      enqueueNotificationBatched(h.app.ctx.sql, h.app.ctx, input(active[1]!, 'k2', 'same-key')),
+    ])
+    t.same(res.map((r) => r.queued), [true, true, true, true, false, true, true, true], 'the self-excluded player suppressed, the others queued')
+    t.match(res[4]!.notification, { player_id: excluded.id, status: 'suppressed', reason: 'self_excluded' })
+    t.equal(new Set(res.slice(0, calls.length).map((r) => r.notification.id)).size, calls.length, 'one notification per call')
+    const rows = await h.app.ctx.sql<{ id: string; player_id: string; content: { body: string } }[]>`
+    select id, player_id, content from notifications where tenant_id = ${tenant.id}`
+    t.equal(rows.length, calls.length + 1)
+    for (const [k, { p }] of calls.entries()) {
+      const row = rows.find((x) => x.id === res[k]!.notification.id)
+      t.same([row?.player_id, row?.content.body], [p.id, `m${k}`], `call ${k} got its own notification`)
+    }
+    t.same([res[6]!.created, res[7]!.created], [true, false], 'one idempotency key, one notification')
+    t.equal(res[7]!.notification.id, res[6]!.notification.id)
+    for (const r of res.filter((x) => x.queued)) await waitForStatus(h, tenant, r.notification.id, ['delivered'])
+  })
+})
