@@ -1,5 +1,5 @@
 // Adversarial checks of missions and what they grant (contract-engines §1 and §5, docs/gamification.md)
-// beyond adversarial.test.ts, adversarial-points.test.ts and engine-*.test.ts: exact progress of every
+// beyond adversarial.test.ts, points.test.ts and engine-missions.test.ts: exact progress of every
 // mission type (float traps such as 0.1 + 0.2 and eight bets of 0.1, six decimals, 1e9 amounts, amounts
 // that are no number), periods in the mission's zone across a month end, a Monday and DST change days
 // (a 25-hour day, a 23-hour day, a repeated midnight hour), windows and late events, caps across periods,
