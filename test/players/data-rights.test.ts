@@ -7,21 +7,12 @@ import { GAME_TYPES_SQL, playerMoneyRows } from '../../src/analytics/queries.ts'
 import { dropExpiredPartitions, expiredPartitions, openDrop, recordExpiredTotals, retentionDropped } from '../../src/events/retention.ts'
 import { PLAYER_ROLLUPS, PLAYER_TABLES, rollupRebuildSource, runErasure } from '../../src/players/data-rights.ts'
 import { startHarness, type Harness } from '../helpers/harness.ts'
+import { waitFor } from '../helpers/wait.ts'
 import { ev, post, uid } from '../events/helpers.ts'
 
 // Acknowledged once in ClickHouse: the tests read the events there right after POST /events.
 const h = await startHarness(t, { env: { INGEST_ACK_AFTER: 'clickhouse' } })
 const ch = () => h.app.ctx.ch
-
-async function waitFor<T>(fn: () => Promise<T | undefined>, ms = 30_000): Promise<T> {
-  const until = Date.now() + ms
-  for (;;) {
-    const v = await fn()
-    if (v !== undefined) return v
-    if (Date.now() > until) throw new Error('timed out')
-    await new Promise((r) => setTimeout(r, 100))
-  }
-}
 
 /** A player with personal data in PostgreSQL and events carrying it in ClickHouse. */
 async function personalPlayer(h: Harness, key: string) {
@@ -142,10 +133,10 @@ t.test('erasure: PostgreSQL at once, ClickHouse pseudonymised in the background,
   t.ok(outbox.length > 0)
   t.notOk(JSON.stringify(outbox).includes(p.ext), 'no external id or email left in the outbox')
 
-  const done = await waitFor(async () => {
+  const done = await waitFor('the erasure', async () => {
     const r = await h.request('GET', `/players/${p.id}/erasure`, { key: tenant.key })
     return r.body.data?.status === 'completed' ? r.body.data : undefined
-  })
+  }, 30_000)
   t.equal(done.id, jobId)
   t.type(done.completed_at, 'string')
   t.equal((await h.request('GET', `/players/${p.id}/erasure`, { key: other.key })).status, 404)
@@ -202,10 +193,10 @@ t.test('analytics figures are the same after an erasure (rollups included)', asy
   t.match(before['/analytics/revenue?dimension=country'], [{ key: 'IT', players: 2, deposits: { EUR: 51 } }])
   const res = await h.request('DELETE', `/players/${p.id}`, { key: tenant.key })
   t.equal(res.status, 202)
-  await waitFor(async () => {
+  await waitFor('the erasure', async () => {
     const r = await h.request('GET', `/players/${p.id}/erasure`, { key: tenant.key })
-    return r.body.data?.status === 'completed' ? true : undefined
-  })
+    return r.body.data?.status === 'completed'
+  }, 30_000)
   const after = await figures()
   for (const r of Object.keys(before)) t.same(after[r], before[r], r)
   t.ok(keep.id)
@@ -229,10 +220,10 @@ t.test('an export page read ahead before an erasure is not served after it', asy
 
   const res = await h.request('DELETE', `/players/${p.id}`, { key: tenant.key })
   t.equal(res.status, 202)
-  await waitFor(async () => {
+  await waitFor('the erasure', async () => {
     const r = await h.request('GET', `/players/${p.id}/erasure`, { key: tenant.key })
-    return r.body.data?.status === 'completed' ? true : undefined
-  })
+    return r.body.data?.status === 'completed'
+  }, 30_000)
   const rest: Page['data'] = []
   for (let cursor = second.next_cursor; cursor; ) {
     const pg = await page(cursor)
@@ -301,7 +292,7 @@ t.test('a job interrupted after its copy is finished exactly once', async (t) =>
     values (${tenant.id}, ${tenant.brand.id}, ${randomUUID()}, ${p.ext}, ${token}, now(), 1, now() - interval '1 second', ${h.app.ctx.ch.sinkId})
     returning id`
   const jobId = job?.id as string
-  await waitFor(async () => ((await sql`select 1 from player_erasures where id = ${jobId} and state = 'done'`).length ? true : undefined))
+  await waitFor('the erasure job', async () => (await sql`select 1 from player_erasures where id = ${jobId} and state = 'done'`).length > 0, 30_000)
   t.equal((await chEvents(tenant.id, p.ext)).length, 0, 'originals gone')
   const copies = await chEvents(tenant.id, token)
   t.equal(copies.length, 3, 'each event once, not the crashed copy plus a new one')
@@ -326,7 +317,7 @@ t.test('an erasure job another process holds is left to it until its lease ends;
   t.match(await state(), { state: 'pending', attempts: 0, lease_owner: 'another-process:1' }, 'not claimed while the other lease holds')
   t.equal((await chEvents(tenant.id, p.ext)).length, 3, 'nothing erased meanwhile')
   // Its lease ends without that process finishing: this one takes it over and finishes it, once.
-  await waitFor(async () => ((await state())?.state === 'done' ? true : undefined))
+  await waitFor('the erasure job', async () => (await state())?.state === 'done', 30_000)
   t.match(await state(), { state: 'done', attempts: 1, lease_owner: null })
   t.equal((await chEvents(tenant.id, p.ext)).length, 0, 'originals gone')
   t.equal((await chEvents(tenant.id, token)).length, 3, 'one copy of each')
@@ -397,7 +388,7 @@ t.test('an erasure keeps the rollup figures of events of the same id received af
     values (${tenant.id}, ${tenant.brand.id}, ${randomUUID()}, ${p.ext}, ${token}, ${cutoff}, ${h.app.ctx.ch.sinkId})
     returning id`
   const jobId = job?.id as string
-  await waitFor(async () => ((await sql`select 1 from player_erasures where id = ${jobId} and state = 'done'`).length ? true : undefined))
+  await waitFor('the erasure job', async () => (await sql`select 1 from player_erasures where id = ${jobId} and state = 'done'`).length > 0, 30_000)
   t.same((await chEvents(tenant.id, p.ext)).map((e) => e.amount), ['7'], 'the later event stays under the id')
   const totals = await totalsFromEvents(tenant.id)
   const of = (player: string) => totals.filter((r) => r.player_id === player).map(({ currency, n, deposit_sum, bet_sum }) => ({ currency, n, deposit_sum, bet_sum }))

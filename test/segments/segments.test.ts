@@ -3,6 +3,7 @@ import t from 'tap'
 import { recomputeSegments } from '../../src/segments/service.ts'
 import { startHarness, type Harness, type TestTenant } from '../helpers/harness.ts'
 import { startSegmentRecompute } from '../../src/segments/recompute.ts'
+import { waitFor } from '../helpers/wait.ts'
 
 const h = await startHarness(t)
 
@@ -378,16 +379,6 @@ t.test('routes', async (t) => {
 t.test('recompute', async (t) => {
   const sql = h.app.ctx.sql
 
-  async function waitFor<T>(fn: () => Promise<T | undefined>, ms = 15_000): Promise<T> {
-    const until = Date.now() + ms
-    for (;;) {
-      const v = await fn()
-      if (v !== undefined) return v
-      if (Date.now() > until) throw new Error('timed out')
-      await new Promise((r) => setTimeout(r, 100))
-    }
-  }
-
   t.test('the background recompute fills player_count on its interval and stops cleanly', async (t) => {
     const tenant = await h.createTenant()
     await h.request('POST', '/players', { key: tenant.key, body: { external_id: 'a' } })
@@ -397,7 +388,7 @@ t.test('recompute', async (t) => {
 
     const service = startSegmentRecompute(h.app.ctx, { intervalMs: 200 })
     t.teardown(() => service.stop())
-    const count = await waitFor(async () => {
+    const count = await waitFor('the first recompute', async () => {
       const got = (await h.request('GET', `/segments/${seg.id}`, { key: tenant.key })).body.data
       return got.player_count ?? undefined
     })
@@ -409,9 +400,9 @@ t.test('recompute', async (t) => {
     // Two concurrent services (two processes) never double-emit.
     const twin = startSegmentRecompute(h.app.ctx, { intervalMs: 200 })
     await h.request('POST', '/players', { key: tenant.key, body: { external_id: 'c' } })
-    await waitFor(async () => {
+    await waitFor('the recompute after a new player', async () => {
       const got = (await h.request('GET', `/segments/${seg.id}`, { key: tenant.key })).body.data
-      return got.player_count === 3 ? true : undefined
+      return got.player_count === 3
     })
     await new Promise((r) => setTimeout(r, 600))
     await twin.stop()
