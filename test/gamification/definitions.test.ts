@@ -1,8 +1,10 @@
 // The gamification definitions' routes (currencies, levels, badges, missions) and the player's gamification
-// profile, under one harness: a test file of its own costs a process and a harness start (~4 s of CPU).
+// profile, and their OpenAPI document, under one harness: a test file of its own costs a process and a harness start (~4 s of CPU).
 import t from 'tap'
 import { startHarness, type TestTenant } from '../helpers/harness.ts'
 import { expect400, sharedResourceTests } from './shared.ts'
+import { Validator } from '@seriousme/openapi-schema-validator'
+import { embeddedRunOnly } from '../helpers/embedded-run-only.ts'
 
 const h = await startHarness(t)
 
@@ -431,5 +433,45 @@ t.test('player-profile', async (t) => {
     t.equal((await h.request('GET', path, { key: reader.key })).status, 200)
     t.equal((await h.request('GET', '/gamification/player/not-a-uuid', { key: tenant.key })).status, 404)
     t.equal((await h.request('GET', path)).status, 401)
+  })
+})
+
+t.test('openapi', async (t) => {
+  // The document is the HTTP layer's, the same whatever stores run: checked in the embedded run only.
+
+  t.test('the OpenAPI document lists every gamification, bonus and tournament operation and still validates', embeddedRunOnly, async (t) => {
+    const res = await h.request('GET', '/openapi.json')
+    t.equal(res.status, 200)
+    const doc = res.body
+    const validator = new Validator()
+    const result = await validator.validate(doc)
+    t.ok(result.valid, JSON.stringify(result.errors))
+
+    const expected: Record<string, string[]> = {}
+    for (const collection of ['/gamification/levels', '/gamification/missions', '/gamification/badges', '/gamification/currencies', '/bonuses', '/tournaments']) {
+      expected[`/api/v1${collection}`] = ['get', 'post']
+      expected[`/api/v1${collection}/{id}`] = ['get', 'patch', 'delete']
+    }
+    expected['/api/v1/gamification/player/{playerId}'] = ['get']
+    for (const [path, methods] of Object.entries(expected)) {
+      t.ok(doc.paths[path], path)
+      for (const m of methods) t.ok(doc.paths[path]?.[m], `${m} ${path}`)
+    }
+    for (const name of ['Level', 'Mission', 'Badge', 'PointCurrency', 'Bonus', 'Tournament', 'PlayerGamificationProfile']) {
+      t.ok(doc.components.schemas[name], `component ${name}`)
+    }
+    const missions = doc.paths['/api/v1/gamification/missions'].get
+    const limit = missions.parameters.find((p: { name: string }) => p.name === 'limit')
+    t.same([limit.schema.default, limit.schema.maximum], [20, 100])
+    t.ok(missions.parameters.some((p: { name: string; in: string }) => p.name === 'x-brand' && p.in === 'header'))
+    const create = doc.paths['/api/v1/bonuses'].post.requestBody.content['application/json'].schema
+    t.same([...create.required].sort(), ['name', 'type', 'value', 'value_type'])
+    t.equal(create.properties.wagering_requirement.default, 0)
+    t.equal(create.properties.active.default, true)
+    const patch = doc.paths['/api/v1/tournaments/{id}'].patch.requestBody.content['application/json'].schema
+    t.notOk(patch.required, 'every patch field is optional')
+    t.notOk(patch.properties.brand, 'brand is not patchable')
+    t.notOk(patch.properties.status.default, 'no defaults on patch')
+    t.equal(doc.paths['/api/v1/gamification/badges/{id}'].get['x-required-scope'], 'read')
   })
 })
