@@ -39,7 +39,7 @@ export interface FieldDef {
 // As lastActivityAt (players/scoring.ts): the registration time only when no activity is known.
 const activity = (sql: Sql) => sql`coalesce(greatest(pp.last_seen_at, pp.last_login_at, pp.last_deposit_at), p.created_at)`
 
-/** scoring.ts lifecycleStage() in SQL; test/segments/rules.test.ts checks the two agree. */
+/** scoring.ts lifecycleStage() in SQL; test/segments/segments.test.ts checks the two agree. */
 export function lifecycleStageSql({ sql, now }: Env): Fragment {
   const at = now.toISOString()
   return sql`(case
