@@ -7,7 +7,15 @@ import { createHash } from 'node:crypto'
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
-import { buildSync, transform, version as esbuildVersion } from 'esbuild'
+import { createRequire } from 'node:module'
+
+// esbuild itself is loaded only when a file is not in the cache: its module alone was ~65 ms of CPU in every
+// process and worker thread that registers these hooks (~200 ms each in all). Its version, for the cache
+// keys, comes from its package.json, which is what the module's own `version` export reads.
+const require = createRequire(import.meta.url)
+const esbuildVersion = JSON.parse(readFileSync(require.resolve('esbuild/package.json'), 'utf8')).version
+let esbuildModule
+const esbuild = () => (esbuildModule ??= require('esbuild'))
 
 const cacheDir = fileURLToPath(new URL('../node_modules/.cache/respin-ts/', import.meta.url))
 let cacheUsable = true
@@ -29,7 +37,7 @@ export async function load(url, context, nextLoad) {
   const key = createHash('sha256').update(`${KEY_PREFIX}${path}\0`).update(source).digest('hex')
   const cached = cacheUsable ? readCached(key) : undefined
   if (cached !== undefined) return { format: 'module', source: cached, shortCircuit: true }
-  const { code } = await transform(source, { ...OPTIONS, sourcefile: path })
+  const { code } = await esbuild().transform(source, { ...OPTIONS, sourcefile: path })
   if (cacheUsable) writeCached(key, code)
   return { format: 'module', source: code, shortCircuit: true }
 }
@@ -88,7 +96,7 @@ function bundleTypebox() {
     if (!existsSync(dir)) {
       // Built under a name of its own, then renamed: a concurrent process uses either bundle, whole.
       const tmp = `${cacheDir}typebox-${key}.${process.pid}.${Math.random().toString(36).slice(2)}`
-      buildSync({ ...options, entryPoints: Object.fromEntries(names.map((n) => [entryName(n), entries[n]])), outdir: tmp, outExtension: { '.js': '.mjs' }, logLevel: 'silent' })
+      esbuild().buildSync({ ...options, entryPoints: Object.fromEntries(names.map((n) => [entryName(n), entries[n]])), outdir: tmp, outExtension: { '.js': '.mjs' }, logLevel: 'silent' })
       try {
         renameSync(tmp, dir)
       } catch {
