@@ -5,10 +5,9 @@
 // link left untracked, a link with an entity), unsubscribe then re-consent, lifecycle timestamps, the inbox
 // (another player's items, unread cursors, reads), expired WebSocket tokens and a large unicode message.
 import t from 'tap'
-import WebSocket from 'ws'
 import { waitFor } from '../helpers/wait.ts'
 import { startHarness, type TestResponse, type TestTenant } from '../helpers/harness.ts'
-import { ingest, makePlayer, outboxOf, send, waitForStatus, startSmtpReceiver } from './delivery-helpers.ts'
+import { ingest, makePlayer, outboxOf, send, waitForStatus, startSmtpReceiver, openInboxSocket } from './delivery-helpers.ts'
 
 let clockOffset = 0
 const h = await startHarness(t, {
@@ -283,29 +282,6 @@ t.test('send validation names each bad field', async (t) => {
 
 // --- The inbox ------------------------------------------------------------------------------------------------
 
-function openSocket(token: string): Promise<{ ws: WebSocket; next(ms?: number): Promise<any> }> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(`${h.origin.replace('http', 'ws')}/api/v1/inbox/ws?token=${encodeURIComponent(token)}`)
-    const messages: any[] = []
-    const waiters: ((m: any) => void)[] = []
-    ws.on('message', (raw) => {
-      const m = JSON.parse(String(raw))
-      const w = waiters.shift()
-      if (w) w(m)
-      else messages.push(m)
-    })
-    ws.on('open', () => resolve({
-      ws,
-      next: (ms = 5000) => messages.length ? Promise.resolve(messages.shift()) : new Promise((r, j) => {
-        waiters.push(r)
-        setTimeout(() => j(new Error('no message in time')), ms)
-      }),
-    }))
-    ws.on('unexpected-response', (_req, res) => reject(new Error(`status ${res.statusCode}`)))
-    ws.on('error', reject)
-  })
-}
-
 t.test("inbox: another player's item, an email's id, unread filter and its cursor", async (t) => {
   const tenant = await h.createTenant()
   const a = await makePlayer(h, tenant)
@@ -339,13 +315,13 @@ t.test('WebSocket: an expired token is refused; messages delivered while closed 
   t.ok(Date.parse(tok.expires_at) - Date.now() <= 15 * 60_000 + 5000, 'expires in 15 minutes')
   clockOffset = 16 * 60_000
   try {
-    await t.rejects(openSocket(tok.token), /401/, 'expired')
+    await t.rejects(openInboxSocket(h, tok.token), /401/, 'expired')
   } finally {
     clockOffset = 0
   }
   const whileClosed = await send(h, tenant, { player_id: p.id, channel: 'in_app', payload: { body: 'while closed' } })
   await waitForStatus(h, tenant, whileClosed.notification_id, ['delivered'])
-  const socket = await openSocket(tok.token)
+  const socket = await openInboxSocket(h, tok.token)
   t.teardown(() => socket.ws.close())
   const big = `${'🎰 Große Gewinne — ñ '.repeat(400)}end` // ~10 kB of UTF-8, fewer than 8000 characters
   t.ok(Buffer.byteLength(big) > 8000 && big.length < 9000)

@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto'
 import { simpleParser, type ParsedMail } from 'mailparser'
 import { SMTPServer } from 'smtp-server'
+import WebSocket from 'ws'
 import type { Harness, TestTenant } from '../helpers/harness.ts'
 
 export async function ingest(h: Harness, tenant: TestTenant, events: Record<string, unknown>[]) {
@@ -43,6 +44,34 @@ export async function send(h: Harness, tenant: TestTenant, body: Record<string, 
   const res = await h.request('POST', '/notifications/send', { key: tenant.key, body })
   if (res.status !== 202) throw new Error(`send: ${res.status} ${res.text}`)
   return res.body
+}
+
+/**
+ * A player's inbox WebSocket (a `ws` client): `next()` is the next pushed message (those not yet asked
+ * for wait in `messages`), refused after `ms`; the socket's opening fails with the HTTP status it got.
+ */
+export function openInboxSocket(h: Harness, token: string): Promise<{ ws: WebSocket; messages: any[]; next(ms?: number): Promise<any> }> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`${h.origin.replace('http', 'ws')}/api/v1/inbox/ws?token=${encodeURIComponent(token)}`)
+    const messages: any[] = []
+    const waiters: ((m: any) => void)[] = []
+    ws.on('message', (raw) => {
+      const m = JSON.parse(String(raw))
+      const w = waiters.shift()
+      if (w) w(m)
+      else messages.push(m)
+    })
+    ws.on('open', () => resolve({
+      ws,
+      messages,
+      next: (ms = 15_000) => messages.length ? Promise.resolve(messages.shift()) : new Promise((r, j) => {
+        waiters.push(r)
+        setTimeout(() => j(new Error('no message in time')), ms)
+      }),
+    }))
+    ws.on('unexpected-response', (_req, res) => reject(new Error(`status ${res.statusCode}`)))
+    ws.on('error', reject)
+  })
 }
 
 export async function outboxOf(h: Harness, tenantId: string, prefix = 'message.') {

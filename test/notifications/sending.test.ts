@@ -4,8 +4,7 @@ import { startHarness, type TestTenant } from '../helpers/harness.ts'
 import { enqueueNotification, enqueueNotificationBatched, campaignDeliveryStats } from '../../src/notifications/service.ts'
 import { startOfDay } from '../../src/lib/zoned-time.ts'
 import { lockSendGate } from '../../src/lib/send-gate.ts'
-import { ingest, makePlayer, send, waitForStatus, outboxOf } from './delivery-helpers.ts'
-import WebSocket from 'ws'
+import { ingest, makePlayer, send, waitForStatus, outboxOf, openInboxSocket } from './delivery-helpers.ts'
 import { rawRequest } from '../helpers/raw-http.ts'
 
 const h = await startHarness(t)
@@ -451,32 +450,13 @@ t.test('send-rules', async (t) => {
 // inbox: In-app: stored in the inbox, pushed over the inbox WebSocket (a `ws` client), read (first read = open),
 // listed with cursors, tokens checked, tenants isolated.
 t.test('inbox', async (t) => {
-  function openSocket(token: string): Promise<{ ws: WebSocket; messages: any[]; next(): Promise<any> }> {
-    return new Promise((resolve, reject) => {
-      const ws = new WebSocket(`${h.origin.replace('http', 'ws')}/api/v1/inbox/ws?token=${encodeURIComponent(token)}`)
-      const messages: any[] = []
-      const waiters: ((m: any) => void)[] = []
-      ws.on('message', (raw) => {
-        const m = JSON.parse(String(raw))
-        const w = waiters.shift()
-        if (w) w(m)
-        else messages.push(m)
-      })
-      ws.on('open', () =>
-        resolve({ ws, messages, next: () => (messages.length ? Promise.resolve(messages.shift()) : new Promise((r) => waiters.push(r))) }),
-      )
-      ws.on('unexpected-response', (_req, res) => reject(new Error(`status ${res.statusCode}`)))
-      ws.on('error', reject)
-    })
-  }
-
   t.test('an in-app message is delivered to the inbox and pushed to the open socket', async (t) => {
     const tenant = await h.createTenant()
     const player = await makePlayer(h, tenant, { name: 'Ada' })
     const tok = await h.request('POST', `/players/${player.id}/inbox/token`, { key: tenant.key })
     t.equal(tok.status, 201)
     t.ok(Date.parse(tok.body.data.expires_at) > Date.now() + 14 * 60_000)
-    const socket = await openSocket(tok.body.data.token)
+    const socket = await openInboxSocket(h, tok.body.data.token)
     t.teardown(() => socket.ws.close())
 
     const sent = await send(h, tenant, { player_id: player.id, channel: 'in_app', payload: { subject: 'Hi {{name}}', body: 'Welcome <{{ bonus | a gift }}>' } })
@@ -612,10 +592,10 @@ t.test('inbox', async (t) => {
     const tenant = await h.createTenant()
     const a = await makePlayer(h, tenant)
     const b = await makePlayer(h, tenant)
-    await t.rejects(openSocket('nope'), /401/)
+    await t.rejects(openInboxSocket(h, 'nope'), /401/)
     const tokA = (await h.request('POST', `/players/${a.id}/inbox/token`, { key: tenant.key })).body.data.token
-    await t.rejects(openSocket(`${tokA}x`), /401/)
-    const socket = await openSocket(tokA)
+    await t.rejects(openInboxSocket(h, `${tokA}x`), /401/)
+    const socket = await openInboxSocket(h, tokA)
     t.teardown(() => socket.ws.close())
     const toB = await send(h, tenant, { player_id: b.id, channel: 'in_app', payload: { body: 'for b' } })
     const toA = await send(h, tenant, { player_id: a.id, channel: 'in_app', payload: { body: 'for a' } })
@@ -629,9 +609,9 @@ t.test('inbox', async (t) => {
     const tenant = await h.createTenant()
     const player = await makePlayer(h, tenant)
     const token = (await h.request('POST', `/players/${player.id}/inbox/token`, { key: tenant.key })).body.data.token
-    const other = await openSocket(token)
+    const other = await openInboxSocket(h, token)
     t.teardown(() => other.ws.close())
-    const rude = await openSocket(token)
+    const rude = await openInboxSocket(h, token)
     rude.ws.on('error', () => {})
     const closed = new Promise<number>((resolve) => rude.ws.on('close', (code) => resolve(code)))
     rude.ws.send('x'.repeat(5000))
