@@ -9,13 +9,20 @@ import { readFile } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
 import { createRequire } from 'node:module'
 
-// esbuild itself is loaded only when a file is not in the cache: its module alone was ~65 ms of CPU in every
-// process and worker thread that registers these hooks (~200 ms each in all). Its version, for the cache
-// keys, comes from its package.json, which is what the module's own `version` export reads.
+// esbuild itself is loaded only when a file is not in the cache: loading it was ~100 of the ~200 ms of CPU
+// that registering these hooks cost every process and worker thread. Its version, for the cache keys, comes
+// from its package.json (the string its own `version` export holds), or from the module where that file
+// cannot be resolved.
 const require = createRequire(import.meta.url)
-const esbuildVersion = JSON.parse(readFileSync(require.resolve('esbuild/package.json'), 'utf8')).version
 let esbuildModule
 const esbuild = () => (esbuildModule ??= require('esbuild'))
+const esbuildVersion = (() => {
+  try {
+    return JSON.parse(readFileSync(require.resolve('esbuild/package.json'), 'utf8')).version
+  } catch {
+    return esbuild().version
+  }
+})()
 
 const cacheDir = fileURLToPath(new URL('../node_modules/.cache/respin-ts/', import.meta.url))
 let cacheUsable = true
